@@ -1,0 +1,33 @@
+# `make demo`: set everything up and run the main job. `make test`: set up and run ruff, mypy, pytest.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean protos check-protos
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[all]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m simulations.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check ldp_client ldp_aggregator simulations tests bench scripts
+	$(BIN)/ruff format --check ldp_client ldp_aggregator simulations tests bench scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

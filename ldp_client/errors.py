@@ -1,0 +1,73 @@
+"""The project's exception tree.
+
+Every error the library raises on purpose derives from :class:`LdpError`. Validation errors also derive
+from :class:`ValueError` and lookup errors from :class:`LookupError`, so callers that already catch the
+built-in families keep working. Messages name the field, the offending value and what is allowed.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "CampaignNotFoundError",
+    "DomainError",
+    "InvalidParameterError",
+    "InvalidReportError",
+    "LdpError",
+    "PrivacyQuantizationWarning",
+    "StateFileError",
+]
+
+
+class LdpError(Exception):
+    """Root of every error raised by ldp_client, ldp_aggregator and simulations."""
+
+
+class InvalidParameterError(LdpError, ValueError):
+    """A mechanism or configuration parameter is outside its allowed range."""
+
+    def __init__(self, field: str, value: object, allowed: str) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}={value!r} is invalid: allowed {allowed}")
+
+
+class DomainError(LdpError, ValueError):
+    """A value to encode is not in the mechanism's declared domain (never silently remapped)."""
+
+    def __init__(self, field: str, value: object, allowed: str) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}={value!r} is not in the domain: allowed {allowed}")
+
+
+class InvalidReportError(LdpError, ValueError):
+    """A report or batch does not match its campaign (wrong length, cohort, value, count)."""
+
+    def __init__(self, field: str, value: object, allowed: str) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}={value!r} is invalid: allowed {allowed}")
+
+
+class CampaignNotFoundError(LdpError, LookupError):
+    """No campaign with the given id exists."""
+
+    def __init__(self, campaign_id: str) -> None:
+        self.campaign_id = campaign_id
+        super().__init__(f"campaign_id={campaign_id!r} does not exist")
+
+
+class BudgetExceededError(LdpError):
+    """A campaign asks for more privacy loss than the app allows."""
+
+
+class StateFileError(LdpError):
+    """The client's local state file (secret, outbox) is unreadable or has unsafe permissions."""
+
+
+class PrivacyQuantizationWarning(UserWarning):
+    """A requested probability or epsilon cannot be met exactly; the effective value is reported."""

@@ -1,0 +1,1 @@
+"""simulations: user populations through the same encoders, accumulators and estimators."""
