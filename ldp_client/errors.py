@@ -9,6 +9,8 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "CampaignClosedError",
+    "CampaignExistsError",
     "CampaignNotFoundError",
     "DomainError",
     "InvalidParameterError",
@@ -16,6 +18,7 @@ __all__ = [
     "LdpError",
     "PrivacyQuantizationWarning",
     "StateFileError",
+    "StoreUnavailableError",
 ]
 
 
@@ -59,6 +62,26 @@ class CampaignNotFoundError(LdpError, LookupError):
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
         super().__init__(f"campaign_id={campaign_id!r} does not exist")
+
+
+class CampaignExistsError(LdpError):
+    """A campaign with the given id already exists."""
+
+    def __init__(self, campaign_id: str) -> None:
+        self.campaign_id = campaign_id
+        super().__init__(f"campaign_id={campaign_id!r} already exists")
+
+
+class CampaignClosedError(LdpError):
+    """The campaign no longer accepts reports."""
+
+    def __init__(self, campaign_id: str) -> None:
+        self.campaign_id = campaign_id
+        super().__init__(f"campaign_id={campaign_id!r} is closed and accepts no more reports")
+
+
+class StoreUnavailableError(LdpError):
+    """Storage cannot commit right now (disk full, read-only, closed); the request can be retried."""
 
 
 class BudgetExceededError(LdpError):

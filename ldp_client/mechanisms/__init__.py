@@ -1,0 +1,1 @@
+"""On-device encoders: per-report (OS CSPRNG) and batch (seeded numpy Generator, for simulation)."""
