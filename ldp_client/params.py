@@ -97,7 +97,10 @@ class Domain:
             return cls(size=spec)
         if isinstance(spec, str | bytes):
             raise InvalidParameterError("domain", spec, "a size or a sequence of labels, not one string")
-        labels = tuple(spec)
+        try:
+            labels = tuple(spec)
+        except TypeError:
+            raise InvalidParameterError("domain", spec, "a size or a sequence of labels") from None
         if len(labels) < 2:
             raise InvalidParameterError("domain", labels, "at least 2 values")
         return cls(size=len(labels), labels=labels)
