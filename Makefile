@@ -27,7 +27,13 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck pytest
+protos: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py
+
+check-protos: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py --check
+
+test: lint typecheck check-protos pytest
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,693 @@
+"""The only place that converts between ldp_client objects and the ``ldp.v1`` protobuf messages.
+
+* Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
+  :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;
+  :func:`campaign_to_proto` / :func:`campaign_from_proto` handle the whole campaign.
+* Batches: :func:`batch_to_proto` / :func:`batch_from_proto` map the numpy report columns of the shared
+  contract to the columnar ``ReportBatch`` (one ``bytes`` field per column, little-endian, packed bits in
+  little bit order: bit i of a row is ``(row[i // 8] >> (i % 8)) & 1``, see ``docs/rappor-encoding.md``).
+* Single reports: :func:`report_to_proto` / :func:`report_from_proto`, and :func:`batch_from_reports`
+  to turn per-report encoder outputs into batch columns on the device.
+
+Decoding is the server's trust boundary, so :func:`batch_from_proto` and :func:`report_from_proto` check
+everything a report could get wrong (ids, payload kind, byte lengths, index and cohort ranges, padding
+bits) and raise :class:`~ldp_client.errors.InvalidReportError` naming the field and value before any
+column is returned; a batch is accepted or rejected whole. The checks are vectorised (one numpy pass per
+column), never a Python loop per report, and the returned columns are zero-copy views of the message's
+bytes where the layout allows (so they may be read-only).
+
+Batch columns (the shared contract), for n reports:
+
+==================  =====================================================================
+mechanism           columns
+==================  =====================================================================
+rr                  ``bool`` array (n,), True = "yes"
+grr                 ``int64`` array (n,) of indices in [0, d)
+rappor              ``(cohorts uint32 (n,), bits uint8 (n, ceil(k/8)))``
+basic-rappor        ``uint8`` array (n, ceil(d/8))
+boolean-rappor      ``uint8`` array (n, 1), each 0 or 1
+==================  =====================================================================
+
+This module imports numpy (it is a batch/server module); ``ldp_client`` itself does not import it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
+from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.params import (
+    MAX_DOMAIN_SIZE,
+    BasicRapporParams,
+    BinaryRRParams,
+    BooleanRapporParams,
+    Domain,
+    GRRParams,
+    MechanismParams,
+    RapporParams,
+)
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "BatchColumns",
+    "CampaignInfo",
+    "ColumnsLike",
+    "ParamsMessage",
+    "RapporReportLike",
+    "batch_from_proto",
+    "batch_from_reports",
+    "batch_to_proto",
+    "campaign_from_proto",
+    "campaign_to_proto",
+    "epsilon_inf",
+    "mechanism_field",
+    "params_from_proto",
+    "params_to_proto",
+    "report_from_proto",
+    "report_to_proto",
+    "set_params",
+]
+
+MAX_ID_LENGTH: Final = 128
+"""Longest campaign id, batch id or report id, in characters."""
+
+ParamsMessage: TypeAlias = (
+    campaign_pb2.BinaryRRParams
+    | campaign_pb2.GRRParams
+    | campaign_pb2.RapporParams
+    | campaign_pb2.BasicRapporParams
+    | campaign_pb2.BooleanRapporParams
+)
+BatchColumns: TypeAlias = (
+    NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]
+)
+"""Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
+ColumnsLike: TypeAlias = NDArray[Any] | tuple[NDArray[Any], NDArray[Any]]
+"""Columns accepted by :func:`batch_to_proto`: as :data:`BatchColumns`, but any integer dtype for indices."""
+
+
+class RapporReportLike(Protocol):
+    """A string-RAPPOR report as the per-report encoder returns it (``RapporReport``)."""
+
+    @property
+    def cohort(self) -> int: ...
+
+    @property
+    def bits(self) -> int: ...
+
+
+# Oneof member of Campaign.mechanism, ReportBatch.payload and Report.value for each mechanism name
+# (ldp_client.params `name`). The three oneofs use the same field numbers for the same mechanism.
+_MECHANISM_FIELD: Final[dict[str, str]] = {
+    "rr": "rr",
+    "grr": "grr",
+    "rappor": "rappor",
+    "basic-rappor": "basic_rappor",
+    "boolean-rappor": "boolean_rappor",
+}
+_BATCH_FIELD: Final[dict[str, str]] = {
+    "rr": "rr_answers",
+    "grr": "grr_indices",
+    "rappor": "rappor",
+    "basic-rappor": "basic_bits",
+    "boolean-rappor": "boolean_bits",
+}
+_REPORT_FIELD: Final[dict[str, str]] = {
+    "rr": "rr_answer",
+    "grr": "grr_index",
+    "rappor": "rappor",
+    "basic-rappor": "basic_bits",
+    "boolean-rappor": "boolean_bits",
+}
+_MECHANISM_CHOICES: Final = ", ".join(_MECHANISM_FIELD.values())
+_PARAMS_TYPES: Final = (BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams)
+_U32_LE: Final = np.dtype("<u4")
+
+
+def _check_params(params: object) -> MechanismParams:
+    if not isinstance(params, _PARAMS_TYPES):
+        raise InvalidParameterError(
+            "params",
+            type(params).__name__,
+            "a parameter object of ldp_client.params (" + _MECHANISM_CHOICES + ")",
+        )
+    return params
+
+
+def _check_id(field: str, value: object, error: type[InvalidParameterError | InvalidReportError]) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_LENGTH:
+        raise error(field, value, f"a string of 1 to {MAX_ID_LENGTH} characters")
+    return value
+
+
+# ------------------------------------------------------------------------------------------ parameters
+
+
+def mechanism_field(params: MechanismParams) -> str:
+    """The ``Campaign.mechanism`` oneof member for ``params`` (e.g. ``"basic_rappor"``)."""
+    return _MECHANISM_FIELD[_check_params(params).name]
+
+
+def epsilon_inf(params: MechanismParams) -> float:
+    """Longitudinal epsilon bound over unlimited reports of one unchanging value.
+
+    RAPPOR variants memoize the permanent randomized response, so repeated reports reveal at most eps_inf
+    (Erlingsson et al., CCS 2014, Theorem 1). rr and grr draw fresh noise per report: there is no bound
+    (k reports of one value cost k * epsilon by composition), reported as +infinity.
+    """
+    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams):
+        return params.epsilon_inf
+    _check_params(params)
+    return math.inf
+
+
+def _domain_to_proto(domain: Domain) -> campaign_pb2.Domain:
+    return campaign_pb2.Domain(size=domain.size, labels=domain.labels or ())
+
+
+def _domain_from_proto(msg: campaign_pb2.Domain) -> Domain:
+    """Field names are relative ("domain.size"); the caller prefixes the mechanism."""
+    size = msg.size
+    labels = tuple(msg.labels)
+    if not 2 <= size <= MAX_DOMAIN_SIZE:
+        raise InvalidParameterError("domain.size", size, f"an integer in [2, {MAX_DOMAIN_SIZE}]")
+    if labels and len(labels) != size:
+        raise InvalidParameterError(
+            "domain.labels", f"<{len(labels)} labels>", f"none, or exactly domain.size={size} labels"
+        )
+    try:
+        return Domain(size=size, labels=labels or None)
+    except InvalidParameterError as exc:  # a repeated label
+        raise InvalidParameterError("domain.labels", exc.value, exc.allowed) from exc
+
+
+def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
+    """``(oneof member name, message)`` of ``Campaign.mechanism`` for ``params``.
+
+    Probabilities travel as the doubles the parameters were created with; both sides re-derive the same
+    32-bit thresholds from them (:func:`ldp_client._prob.quantize_probability`), so
+    ``params_from_proto`` returns an equal object.
+    """
+    params = _check_params(params)
+    field = _MECHANISM_FIELD[params.name]
+    message: ParamsMessage
+    if isinstance(params, BinaryRRParams):
+        message = campaign_pb2.BinaryRRParams(
+            truth_probability=params.truth_probability, yes_probability=params.yes_probability
+        )
+    elif isinstance(params, GRRParams):
+        message = campaign_pb2.GRRParams(
+            domain=_domain_to_proto(params.domain), truth_probability=params.truth_probability
+        )
+    elif isinstance(params, RapporParams):
+        message = campaign_pb2.RapporParams(
+            k=params.k, h=params.h, m=params.m, f=params.f, p=params.p, q=params.q
+        )
+    elif isinstance(params, BasicRapporParams):
+        message = campaign_pb2.BasicRapporParams(
+            domain=_domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q
+        )
+    else:
+        message = campaign_pb2.BooleanRapporParams(f=params.f, p=params.p, q=params.q)
+    return field, message
+
+
+def set_params(campaign: campaign_pb2.Campaign, params: MechanismParams) -> None:
+    """Set ``campaign``'s mechanism oneof to ``params`` (replacing any other member)."""
+    field, message = params_to_proto(params)
+    getattr(campaign, field).CopyFrom(message)
+
+
+def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
+    """The validated parameter object of ``campaign``'s mechanism.
+
+    Raises:
+        InvalidParameterError: no mechanism set, or a parameter out of range; the field is named by its
+            proto path, e.g. ``"rappor.k"`` or ``"grr.domain.labels"``.
+    """
+    which = campaign.WhichOneof("mechanism")
+    try:
+        if which == "rr":
+            rr = campaign.rr
+            return BinaryRRParams(truth_probability=rr.truth_probability, yes_probability=rr.yes_probability)
+        if which == "grr":
+            grr = campaign.grr
+            return GRRParams(domain=_domain_from_proto(grr.domain), truth_probability=grr.truth_probability)
+        if which == "rappor":
+            r = campaign.rappor
+            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q)
+        if which == "basic_rappor":
+            b = campaign.basic_rappor
+            return BasicRapporParams(domain=_domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q)
+        if which == "boolean_rappor":
+            c = campaign.boolean_rappor
+            return BooleanRapporParams(f=c.f, p=c.p, q=c.q)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
+    raise InvalidParameterError("mechanism", which, f"exactly one of {_MECHANISM_CHOICES}")
+
+
+# ------------------------------------------------------------------------------------------- campaigns
+
+
+@dataclass(frozen=True, kw_only=True)
+class CampaignInfo:
+    """A campaign as the analyst defines it: what :func:`campaign_from_proto` validates and returns.
+
+    The server-filled ``epsilon`` and ``epsilon_inf`` of the message are not kept: they follow from
+    ``params`` (``params.epsilon``, :func:`epsilon_inf`).
+    """
+
+    campaign_id: str
+    params: MechanismParams
+    description: str = ""
+    candidates: tuple[str, ...] = ()
+    created_unix_ms: int = 0
+    closed: bool = False
+
+    def __post_init__(self) -> None:
+        _check_id("campaign_id", self.campaign_id, InvalidParameterError)
+        _check_params(self.params)
+        if not isinstance(self.description, str):
+            raise InvalidParameterError("description", self.description, "a string")
+        object.__setattr__(self, "candidates", _check_candidates(self.candidates))
+        if isinstance(self.created_unix_ms, bool) or not isinstance(self.created_unix_ms, int):
+            raise InvalidParameterError("created_unix_ms", self.created_unix_ms, "an integer (ms since 1970)")
+        if not -(1 << 63) <= self.created_unix_ms < 1 << 63:
+            raise InvalidParameterError("created_unix_ms", self.created_unix_ms, "a signed 64-bit integer")
+        if not isinstance(self.closed, bool):
+            raise InvalidParameterError("closed", self.closed, "a bool")
+
+
+def _check_candidates(candidates: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(candidates, str | bytes):
+        raise InvalidParameterError("candidates", candidates, "a sequence of strings, not one string")
+    out = tuple(candidates)
+    seen: set[str] = set()
+    for i, c in enumerate(out):
+        if not isinstance(c, str):
+            raise InvalidParameterError(f"candidates[{i}]", c, "a string")
+        if c in seen:
+            raise InvalidParameterError(f"candidates[{i}]", c, "distinct candidates (this one is repeated)")
+        seen.add(c)
+    return out
+
+
+def campaign_to_proto(
+    *,
+    campaign_id: str,
+    params: MechanismParams,
+    description: str = "",
+    candidates: Iterable[str] = (),
+    created_unix_ms: int = 0,
+    closed: bool = False,
+) -> campaign_pb2.Campaign:
+    """A ``Campaign`` message, with ``epsilon`` and ``epsilon_inf`` filled from ``params``."""
+    info = CampaignInfo(
+        campaign_id=campaign_id,
+        params=params,
+        description=description,
+        candidates=_check_candidates(candidates),
+        created_unix_ms=created_unix_ms,
+        closed=closed,
+    )
+    msg = campaign_pb2.Campaign(
+        id=info.campaign_id,
+        description=info.description,
+        candidates=info.candidates,
+        created_unix_ms=info.created_unix_ms,
+        closed=info.closed,
+        epsilon=info.params.epsilon,
+        epsilon_inf=epsilon_inf(info.params),
+    )
+    set_params(msg, info.params)
+    return msg
+
+
+def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
+    """Validate a ``Campaign`` message (for example from ``CreateCampaign``) into a :class:`CampaignInfo`.
+
+    Raises:
+        InvalidParameterError: bad id, repeated candidates, or invalid mechanism parameters (named by
+            their proto path, e.g. ``"rappor.k"``).
+    """
+    return CampaignInfo(
+        campaign_id=msg.id,
+        params=params_from_proto(msg),
+        description=msg.description,
+        candidates=tuple(msg.candidates),
+        created_unix_ms=msg.created_unix_ms,
+        closed=msg.closed,
+    )
+
+
+# ------------------------------------------------------------------------------- column validation
+
+
+def _first_true(mask: NDArray[np.bool_]) -> int:
+    return int(np.argmax(mask))
+
+
+def _check_indices(values: NDArray[Any], bound: int, field: str, what: str) -> None:
+    """Every value in [0, bound); otherwise name the first bad one and its position."""
+    if values.size == 0:
+        return
+    # Reductions first (only max for the unsigned wire columns); build the mask only when something is wrong.
+    too_low = values.dtype.kind != "u" and int(values.min()) < 0
+    if too_low or int(values.max()) >= bound:
+        pos = _first_true((values < 0) | (values >= bound))
+        raise InvalidReportError(f"{field}[{pos}]", int(values[pos]), f"{what} in [0, {bound - 1}]")
+
+
+def _check_padding(rows: NDArray[np.uint8], k: int, field: str, *, name_row: bool = True) -> None:
+    """The unused high bits (k..8*ceil(k/8)-1) of each row's last byte are 0; name the first bad row.
+
+    Padding must be 0 so that every report has exactly one encoding (a device cannot smuggle data in it,
+    and byte-identical reports mean identical bits).
+    """
+    used = k % 8
+    if used == 0:
+        return
+    pad = 0xFF & ~((1 << used) - 1)
+    last = rows.shape[1] - 1
+    bad = (rows[:, last] & pad) != 0
+    if bad.any():
+        row = _first_true(bad)
+        where = f"{field}[{row}][{last}]" if name_row else f"{field}[{last}]"
+        raise InvalidReportError(
+            where,
+            int(rows[row, last]),
+            f"a last byte whose padding bits {used}..7 are 0 (bits {k}..{8 * last + 7} of a {k}-bit row; "
+            f"byte & 0x{pad:02x} == 0)",
+        )
+
+
+def _check_length(field: str, data: bytes, expected: int, how: str) -> None:
+    if len(data) != expected:
+        raise InvalidReportError(f"len({field})", len(data), f"{expected} bytes ({how})")
+
+
+# ------------------------------------------------------------------------------------------- batches
+
+
+def _check_batch_header(
+    msg: reports_pb2.ReportBatch, params: MechanismParams, campaign_id: str | None
+) -> tuple[int, str]:
+    _check_id("campaign_id", msg.campaign_id, InvalidReportError)
+    if campaign_id is not None and msg.campaign_id != campaign_id:
+        raise InvalidReportError(
+            "campaign_id", msg.campaign_id, f"{campaign_id!r} (the campaign the batch is submitted to)"
+        )
+    _check_id("batch_id", msg.batch_id, InvalidReportError)
+    if msg.count < 1:
+        raise InvalidReportError("count", msg.count, "a report count >= 1")
+    expected = _BATCH_FIELD[params.name]
+    which = msg.WhichOneof("payload")
+    if which != expected:
+        raise InvalidReportError("payload", which, f"{expected!r} for a {params.name} campaign")
+    return msg.count, expected
+
+
+def batch_from_proto(
+    msg: reports_pb2.ReportBatch, params: MechanismParams, *, campaign_id: str | None = None
+) -> BatchColumns:
+    """Validate a ``ReportBatch`` against its campaign's ``params`` and decode it into numpy columns.
+
+    Args:
+        msg: the batch as received.
+        params: the campaign's parameters (from :func:`params_from_proto` of the stored campaign).
+        campaign_id: if given, ``msg.campaign_id`` must equal it.
+
+    Returns:
+        The columns of the shared contract (module docstring); zero-copy, possibly read-only views of the
+        message's bytes where the dtype allows.
+
+    Raises:
+        InvalidReportError: naming the field and value: empty or over-long ids, campaign id mismatch,
+            ``count`` 0, a payload kind other than the campaign's mechanism, a byte length that disagrees
+            with ``count`` (``len(rr_answers)``, ``len(grr_indices)``, ``len(rappor.cohorts)``,
+            ``len(rappor.bits)``, ...), the first grr index >= d or cohort >= m with its position, or the
+            first row with a non-zero padding bit.
+    """
+    params = _check_params(params)
+    n, field = _check_batch_header(msg, params, campaign_id)
+    if isinstance(params, BinaryRRParams):
+        raw = msg.rr_answers
+        _check_length(field, raw, (n + 7) // 8, f"ceil(count/8) for count={n}")
+        packed = np.frombuffer(raw, dtype=np.uint8)
+        # The bits after answer n-1 in the last byte are padding and must be 0 (one encoding per batch).
+        _check_padding(packed.reshape(1, -1), n, field, name_row=False)
+        return np.unpackbits(packed, count=n, bitorder="little").view(np.bool_)
+    if isinstance(params, GRRParams):
+        raw = msg.grr_indices
+        _check_length(field, raw, 4 * n, f"4 * count for count={n} little-endian uint32")
+        indices = np.frombuffer(raw, dtype=_U32_LE)
+        _check_indices(indices, params.domain.size, field, "an index")
+        return indices.astype(np.int64)
+    if isinstance(params, RapporParams):
+        cols = msg.rappor
+        _check_length("rappor.cohorts", cols.cohorts, 4 * n, f"4 * count for count={n} little-endian uint32")
+        nbytes = params.num_bytes
+        _check_length("rappor.bits", cols.bits, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
+        cohorts = np.frombuffer(cols.cohorts, dtype=_U32_LE)
+        _check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
+        bits = np.frombuffer(cols.bits, dtype=np.uint8).reshape(n, nbytes)
+        _check_padding(bits, params.k, "rappor.bits")
+        return cohorts.astype(np.uint32, copy=False), bits
+    # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
+    raw = getattr(msg, field)
+    nbytes = params.num_bytes
+    _check_length(field, raw, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
+    bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, nbytes)
+    _check_padding(bits, params.k, field)
+    return bits
+
+
+def _as_array(field: str, columns: object, kind: str, ndim: int) -> NDArray[Any]:
+    if not isinstance(columns, np.ndarray) or columns.ndim != ndim:
+        shape = getattr(columns, "shape", type(columns).__name__)
+        raise InvalidReportError(field, shape, f"a {ndim}-d numpy array of {kind}")
+    return columns
+
+
+def _check_rows(field: str, bits: object, n: int | None, k: int) -> NDArray[np.uint8]:
+    arr = _as_array(field, bits, "uint8 packed bit rows", 2)
+    nbytes = (k + 7) // 8
+    if arr.dtype != np.uint8 or arr.shape[1] != nbytes or (n is not None and arr.shape[0] != n):
+        rows = "n" if n is None else str(n)
+        raise InvalidReportError(
+            field, f"{arr.dtype}{arr.shape}", f"uint8 of shape ({rows}, {nbytes}) = (n, ceil(k/8)) for k={k}"
+        )
+    _check_padding(arr, k, field)
+    return arr
+
+
+def _check_count(field: str, n: int) -> None:
+    if not 1 <= n < 1 << 32:
+        raise InvalidReportError(field, n, "a report count between 1 and 2**32 - 1")
+
+
+def batch_to_proto(
+    *, campaign_id: str, batch_id: str, params: MechanismParams, columns: ColumnsLike
+) -> reports_pb2.ReportBatch:
+    """Encode report columns (module docstring) into a ``ReportBatch``.
+
+    The columns are checked with the same rules as :func:`batch_from_proto` (shape, dtype, ranges,
+    padding), so a batch this function builds is one the server accepts.
+
+    Raises:
+        InvalidReportError: ids, shapes, dtypes or values that do not fit ``params``.
+    """
+    params = _check_params(params)
+    _check_id("campaign_id", campaign_id, InvalidReportError)
+    _check_id("batch_id", batch_id, InvalidReportError)
+    msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
+    if isinstance(params, BinaryRRParams):
+        answers = _as_array("rr_answers", columns, "bool", 1)
+        if answers.dtype != np.bool_:
+            raise InvalidReportError("rr_answers", str(answers.dtype), "dtype bool")
+        _check_count("count", answers.shape[0])
+        msg.count = answers.shape[0]
+        msg.rr_answers = np.packbits(answers, bitorder="little").tobytes()
+    elif isinstance(params, GRRParams):
+        indices = _as_array("grr_indices", columns, "integers", 1)
+        if not np.issubdtype(indices.dtype, np.integer):
+            raise InvalidReportError("grr_indices", str(indices.dtype), "an integer dtype")
+        _check_count("count", indices.shape[0])
+        _check_indices(indices, params.domain.size, "grr_indices", "an index")
+        msg.count = indices.shape[0]
+        msg.grr_indices = indices.astype(_U32_LE).tobytes()
+    elif isinstance(params, RapporParams):
+        if not isinstance(columns, tuple) or len(columns) != 2:
+            raise InvalidReportError("rappor", type(columns).__name__, "a (cohorts, bits) tuple of arrays")
+        cohorts = _as_array("rappor.cohorts", columns[0], "integers", 1)
+        if not np.issubdtype(cohorts.dtype, np.integer):
+            raise InvalidReportError("rappor.cohorts", str(cohorts.dtype), "an integer dtype")
+        n = cohorts.shape[0]
+        _check_count("count", n)
+        _check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
+        bits = _check_rows("rappor.bits", columns[1], n, params.k)
+        msg.count = n
+        msg.rappor.cohorts = cohorts.astype(_U32_LE).tobytes()
+        msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
+    else:
+        field = _BATCH_FIELD[params.name]
+        bits = _check_rows(field, columns, None, params.k)
+        _check_count("count", bits.shape[0])
+        msg.count = bits.shape[0]
+        setattr(msg, field, np.ascontiguousarray(bits).tobytes())
+    return msg
+
+
+# ------------------------------------------------------------------------------------ single reports
+
+
+def _as_int(field: str, value: object, allowed: str) -> int:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise InvalidReportError(field, value, allowed)
+    return int(value)
+
+
+def _rr_value(field: str, report: object) -> bool:
+    if not isinstance(report, bool | np.bool_):
+        raise InvalidReportError(field, report, "a bool (True = yes)")
+    return bool(report)
+
+
+def _grr_value(field: str, report: object, d: int) -> int:
+    index = _as_int(field, report, f"an index in [0, {d - 1}]")
+    if not 0 <= index < d:
+        raise InvalidReportError(field, index, f"an index in [0, {d - 1}]")
+    return index
+
+
+def _packed_value(field: str, bits: object, k: int) -> bytes:
+    """An int of k report bits (bit i = report bit i) as ceil(k/8) little-bit-order bytes."""
+    allowed = f"an integer in [0, 2**{k}) (bit i = report bit i)"
+    value = _as_int(field, bits, allowed)
+    if not 0 <= value < 1 << k:
+        raise InvalidReportError(field, value, allowed)
+    return value.to_bytes((k + 7) // 8, "little")
+
+
+def _rappor_value(field: str, report: object, params: RapporParams) -> tuple[int, bytes]:
+    missing = object()
+    cohort, bits = getattr(report, "cohort", missing), getattr(report, "bits", missing)
+    if cohort is missing or bits is missing:
+        raise InvalidReportError(field, report, "a RapporReport(cohort, bits)")
+    allowed = f"a cohort in [0, {params.m - 1}]"
+    c = _as_int(f"{field}.cohort", cohort, allowed)
+    if not 0 <= c < params.m:
+        raise InvalidReportError(f"{field}.cohort", c, allowed)
+    return c, _packed_value(f"{field}.bits", bits, params.k)
+
+
+def report_to_proto(
+    *,
+    campaign_id: str,
+    report_id: str,
+    params: MechanismParams,
+    report: bool | int | RapporReportLike,
+) -> reports_pb2.Report:
+    """Encode one per-report encoder output into a ``Report``.
+
+    ``report`` is what the mechanism's ``encode`` returns: rr a bool; grr an index; rappor a
+    ``RapporReport(cohort, bits)``; basic-rappor an int of d bits; boolean-rappor 0 or 1.
+    """
+    params = _check_params(params)
+    _check_id("campaign_id", campaign_id, InvalidReportError)
+    _check_id("report_id", report_id, InvalidReportError)
+    msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
+    if isinstance(params, BinaryRRParams):
+        msg.rr_answer = _rr_value("report", report)
+    elif isinstance(params, GRRParams):
+        msg.grr_index = _grr_value("report", report, params.domain.size)
+    elif isinstance(params, RapporParams):
+        msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
+    else:
+        setattr(msg, _REPORT_FIELD[params.name], _packed_value("report", report, params.k))
+    return msg
+
+
+def report_from_proto(
+    msg: reports_pb2.Report, params: MechanismParams, *, campaign_id: str | None = None
+) -> BatchColumns:
+    """Validate a single ``Report`` and decode it into the columns of a batch of one report.
+
+    The server handles a single report exactly like a batch of one (same accumulators, same store path),
+    so this returns batch columns with n = 1. Same checks as :func:`batch_from_proto`.
+
+    Raises:
+        InvalidReportError: naming the field and value (``report_id``, ``value``, ``grr_index``,
+            ``rappor.cohort``, ``len(rappor.bits)``, ``basic_bits[0]``, ...).
+    """
+    params = _check_params(params)
+    _check_id("campaign_id", msg.campaign_id, InvalidReportError)
+    if campaign_id is not None and msg.campaign_id != campaign_id:
+        raise InvalidReportError(
+            "campaign_id", msg.campaign_id, f"{campaign_id!r} (the campaign the report is submitted to)"
+        )
+    _check_id("report_id", msg.report_id, InvalidReportError)
+    expected = _REPORT_FIELD[params.name]
+    which = msg.WhichOneof("value")
+    if which != expected:
+        raise InvalidReportError("value", which, f"{expected!r} for a {params.name} campaign")
+    if isinstance(params, BinaryRRParams):
+        return np.array([msg.rr_answer], dtype=np.bool_)
+    if isinstance(params, GRRParams):
+        d = params.domain.size
+        if msg.grr_index >= d:
+            raise InvalidReportError("grr_index", msg.grr_index, f"an index in [0, {d - 1}]")
+        return np.array([msg.grr_index], dtype=np.int64)
+    if isinstance(params, RapporParams):
+        if msg.rappor.cohort >= params.m:
+            raise InvalidReportError("rappor.cohort", msg.rappor.cohort, f"a cohort in [0, {params.m - 1}]")
+        _check_length("rappor.bits", msg.rappor.bits, params.num_bytes, f"ceil(k/8) for k={params.k}")
+        bits = np.frombuffer(msg.rappor.bits, dtype=np.uint8).reshape(1, params.num_bytes)
+        _check_padding(bits, params.k, "rappor.bits", name_row=False)
+        return np.array([msg.rappor.cohort], dtype=np.uint32), bits
+    raw = getattr(msg, expected)
+    _check_length(expected, raw, params.num_bytes, f"ceil(k/8) for k={params.k}")
+    bits = np.frombuffer(raw, dtype=np.uint8).reshape(1, params.num_bytes)
+    _check_padding(bits, params.k, expected, name_row=False)
+    return bits
+
+
+def batch_from_reports(
+    params: MechanismParams, reports: Sequence[bool | int | RapporReportLike]
+) -> BatchColumns:
+    """Columns (module docstring) from per-report encoder outputs, on the device before sending.
+
+    Loops over the reports (a device batches at most a few thousand); the server never calls this.
+
+    Raises:
+        InvalidReportError: no reports, or ``reports[i]`` (or ``reports[i].cohort``/``.bits``) does not fit
+            ``params``.
+    """
+    params = _check_params(params)
+    n = len(reports)
+    _check_count("reports", n)
+    if isinstance(params, BinaryRRParams):
+        return np.array([_rr_value(f"reports[{i}]", r) for i, r in enumerate(reports)], dtype=np.bool_)
+    if isinstance(params, GRRParams):
+        d = params.domain.size
+        return np.array([_grr_value(f"reports[{i}]", r, d) for i, r in enumerate(reports)], dtype=np.int64)
+    if isinstance(params, RapporParams):
+        pairs = [_rappor_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
+        cohorts = np.array([c for c, _ in pairs], dtype=np.uint32)
+        return cohorts, _rows_array([b for _, b in pairs], params.num_bytes)
+    return _rows_array(
+        [_packed_value(f"reports[{i}]", r, params.k) for i, r in enumerate(reports)], params.num_bytes
+    )
+
+
+def _rows_array(rows: list[bytes], nbytes: int) -> NDArray[np.uint8]:
+    # A bytearray buffer, so the rows are writable like any other client-side array.
+    return np.frombuffer(bytearray(b"".join(rows)), dtype=np.uint8).reshape(len(rows), nbytes)
