@@ -28,8 +28,10 @@ __all__ = [
     "BooleanRapporParams",
     "Domain",
     "GRRParams",
+    "MECHANISM_NAMES",
     "MechanismParams",
     "RapporParams",
+    "make_params",
 ]
 
 MAX_RAPPOR_BITS = 4096
@@ -402,3 +404,78 @@ class BooleanRapporParams(_RapporNoise):
 
 MechanismParams = BinaryRRParams | GRRParams | RapporParams | BasicRapporParams | BooleanRapporParams
 MechanismName = Literal["rr", "grr", "rappor", "basic-rappor", "boolean-rappor"]
+
+
+_PARAM_CLASSES: dict[str, type[MechanismParams]] = {
+    cls.name: cls for cls in (BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams)
+}
+MECHANISM_NAMES: tuple[str, ...] = tuple(_PARAM_CLASSES)
+
+
+def _tunable_fields(cls: type[MechanismParams]) -> dict[str, type]:
+    """Init fields settable by name (``--param NAME=VALUE``), with their value types."""
+    from dataclasses import fields
+
+    kinds: dict[str, type] = {}
+    for f in fields(cls):
+        if f.init and f.name != "domain":
+            kinds[f.name] = int if f.type in ("int", int) else float
+    return kinds
+
+
+def make_params(
+    mechanism: str,
+    *,
+    epsilon: float | None = None,
+    domain: int | Sequence[str] | Domain | None = None,
+    fields: dict[str, object] | None = None,
+) -> MechanismParams:
+    """Build a mechanism's parameters by name, as the command lines and config files describe them.
+
+    Args:
+        mechanism: One of :data:`MECHANISM_NAMES` (``rr``, ``grr``, ``rappor``, ``basic-rappor``,
+            ``boolean-rappor``).
+        epsilon: For ``rr`` and ``grr``: build with ``from_epsilon``. RAPPOR variants are set by f, p, q.
+        domain: Size or labels; required by ``grr`` and ``basic-rappor``, refused by the others.
+        fields: Any init field of the parameter dataclass by name (e.g. ``k``, ``h``, ``m``, ``f``, ``p``,
+            ``q``, ``truth_probability``); string values are converted to the field's type.
+
+    Raises:
+        InvalidParameterError: unknown mechanism or field, a value of the wrong type, or a combination
+            the mechanism does not take (the message names it and lists what is allowed).
+    """
+    cls = _PARAM_CLASSES.get(mechanism)
+    if cls is None:
+        raise InvalidParameterError("mechanism", mechanism, f"one of {', '.join(MECHANISM_NAMES)}")
+    kinds = _tunable_fields(cls)
+    kwargs: dict[str, object] = {}
+    for name, raw in (fields or {}).items():
+        if name not in kinds:
+            allowed = ", ".join(sorted(kinds)) or "none"
+            raise InvalidParameterError(f"param {name}", raw, f"a field of {mechanism}: {allowed}")
+        kind = kinds[name]
+        try:
+            kwargs[name] = kind(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            raise InvalidParameterError(name, raw, "an integer" if kind is int else "a number") from None
+    takes_domain = cls in (GRRParams, BasicRapporParams)
+    if takes_domain and domain is None:
+        raise InvalidParameterError("domain", None, f"a size or labels (required by {mechanism})")
+    if not takes_domain and domain is not None:
+        raise InvalidParameterError("domain", domain, f"nothing: {mechanism} has no declared domain")
+    if epsilon is not None:
+        if cls is BinaryRRParams and not kwargs:
+            return BinaryRRParams.from_epsilon(epsilon)
+        if cls is GRRParams and not kwargs and domain is not None:
+            return GRRParams.from_epsilon(domain, epsilon)
+        raise InvalidParameterError(
+            "epsilon",
+            epsilon,
+            "only for rr and grr without other fields (RAPPOR variants are set by f, p, q)",
+        )
+    if takes_domain:
+        kwargs["domain"] = Domain.of(domain)  # type: ignore[arg-type]
+    try:
+        return cls(**kwargs)  # type: ignore[arg-type]
+    except TypeError as exc:  # a required field is missing
+        raise InvalidParameterError("params", sorted(kwargs), f"the fields {mechanism} needs ({exc})") from None
