@@ -14,6 +14,14 @@ from ldp_client.errors import (
     PrivacyQuantizationWarning,
     StateFileError,
 )
+from ldp_client.mechanisms import (
+    BasicRapporEncoder,
+    BinaryRREncoder,
+    BooleanRapporEncoder,
+    GRREncoder,
+    RapporEncoder,
+    RapporReport,
+)
 from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
@@ -22,25 +30,35 @@ from ldp_client.params import (
     GRRParams,
     MechanismParams,
     RapporParams,
+    make_params,
 )
+from ldp_client.secret import ClientSecret
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BasicRapporEncoder",
     "BasicRapporParams",
+    "BinaryRREncoder",
     "BinaryRRParams",
+    "BooleanRapporEncoder",
     "BooleanRapporParams",
     "BudgetExceededError",
     "CampaignNotFoundError",
+    "ClientSecret",
     "Domain",
     "DomainError",
+    "GRREncoder",
     "GRRParams",
     "InvalidParameterError",
     "InvalidReportError",
     "LdpError",
     "MechanismParams",
     "PrivacyQuantizationWarning",
+    "RapporEncoder",
     "RapporParams",
+    "RapporReport",
     "StateFileError",
     "__version__",
+    "make_params",
 ]
