@@ -1025,7 +1025,14 @@ class Store:
                     outcomes.append((s, CampaignClosedError(cid)))
                     continue
                 try:
-                    new_acc = working.get(cid, self._acc[cid]) + s.delta
+                    # The first batch of a group makes a new object (committed state stays untouched
+                    # until COMMIT); later ones add into it in place, when the type supports it.
+                    current = working.get(cid)
+                    if current is None:
+                        new_acc = self._acc[cid] + s.delta
+                    else:
+                        current += s.delta
+                        new_acc = current
                 except Exception as exc:  # a delta that does not fit its campaign fails alone
                     outcomes.append((s, exc))
                     continue

@@ -23,12 +23,12 @@ __all__ = [
     "MAX_DOMAIN_SIZE",
     "MAX_RAPPOR_BITS",
     "MAX_RAPPOR_HASHES",
+    "MECHANISM_NAMES",
     "BasicRapporParams",
     "BinaryRRParams",
     "BooleanRapporParams",
     "Domain",
     "GRRParams",
-    "MECHANISM_NAMES",
     "MechanismParams",
     "RapporParams",
     "make_params",
@@ -478,4 +478,5 @@ def make_params(
     try:
         return cls(**kwargs)  # type: ignore[arg-type]
     except TypeError as exc:  # a required field is missing
-        raise InvalidParameterError("params", sorted(kwargs), f"the fields {mechanism} needs ({exc})") from None
+        needed = f"the fields {mechanism} needs ({exc})"
+        raise InvalidParameterError("params", sorted(kwargs), needed) from None

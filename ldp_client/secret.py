@@ -22,7 +22,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import secrets
 import stat
 import time
 from pathlib import Path
@@ -63,7 +62,7 @@ def default_secret_path() -> Path:
 
 
 class ClientSecret:
-    """32 bytes from the OS CSPRNG (``secrets.token_bytes``), used only as an HMAC-SHA256 key.
+    """32 bytes from the OS CSPRNG (``os.urandom``), used only as an HMAC-SHA256 key.
 
     Use :meth:`load_or_create` in applications and :meth:`from_bytes` in tests and golden vectors. The key
     is exposed only through :meth:`prf` (HMAC-SHA256 of a message) and :meth:`cohort`.
@@ -76,7 +75,7 @@ class ClientSecret:
     _outer: _Hash
 
     def __init__(self) -> None:
-        self._set_key(secrets.token_bytes(SECRET_BYTES))
+        self._set_key(os.urandom(SECRET_BYTES))
 
     def _set_key(self, key: bytes) -> None:
         self._key = key
@@ -127,7 +126,7 @@ class ClientSecret:
         except FileNotFoundError:
             pass
         _make_private_dir(p.parent)
-        key = secrets.token_bytes(SECRET_BYTES)
+        key = os.urandom(SECRET_BYTES)
         if _create(p, key):
             obj = cls.__new__(cls)
             obj._set_key(key)
@@ -272,7 +271,7 @@ def _write_new(p: Path, key: bytes) -> None:
 
 def _create(p: Path, key: bytes) -> bool:
     """Atomically create the secret file; False if another process created it first."""
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{os.urandom(8).hex()}.tmp")
     try:
         try:
             _write_new(tmp, key)

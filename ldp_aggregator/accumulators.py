@@ -1,0 +1,593 @@
+"""Mergeable sufficient statistics of report batches: ``zero()``, add a batch, ``+``, bytes round trip.
+
+Every estimator in :mod:`ldp_aggregator.estimators` is a function of these sums only, so ingest,
+simulation and scale-out all reduce to "map batches to accumulators, merge, estimate" (the design of
+PipelineDP's accumulators). Two shapes cover the mechanisms implemented so far:
+
+- :class:`CountAccumulator`: how many reports took each value. Binary RR uses size 2 (index 0 = "no",
+  1 = "yes"); GRR uses the domain size d.
+- :class:`BitCountAccumulator`: per cohort, the number of reports and, per bit, how many reports set it.
+  String RAPPOR has m cohorts of k bits; basic RAPPOR (k = d) and boolean RAPPOR (k = 1) use m = 1.
+
+Adding a batch mutates the accumulator in place (the store adds every committed batch to one running
+accumulator, and d or m*k can be large, so a copy per batch would dominate); ``a + b`` returns a new
+accumulator and ``a += b`` merges in place. The batch column formats are the shared report contract
+(see ``.cache/HELPER_BRIEF.md``): rr a bool array, grr an int64 array, rappor ``(cohorts uint32 (n,),
+bits uint8 (n, ceil(k/8)))`` with little bit order, basic/boolean RAPPOR a bits array.
+
+Serialized form (``to_bytes``), little-endian throughout::
+
+    magic  b"LDPA"        4 bytes
+    version               u8   (currently 1)
+    kind                  u8   (1 = CountAccumulator, 2 = BitCountAccumulator)
+    ndim                  u16  (1 for counts: (size,), 2 for bit counts: (m, k))
+    shape                 ndim x u64
+    payload               int64: counts, or cohort_reports (m) followed by ones (m*k, row-major)
+    crc32                 u32 of everything before it (zlib.crc32)
+
+``from_bytes`` checks every field and the checksum and raises :class:`CorruptAccumulatorError` naming
+what is wrong; it never returns an accumulator that violates its invariants (non-negative counts,
+ones <= reports per cohort).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+import numpy as np
+
+from ldp_client.errors import InvalidReportError, LdpError
+from ldp_client.params import (
+    MAX_COHORTS,
+    MAX_DOMAIN_SIZE,
+    MAX_RAPPOR_BITS,
+    BasicRapporParams,
+    BinaryRRParams,
+    BooleanRapporParams,
+    GRRParams,
+    RapporParams,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ldp_client.params import MechanismParams
+
+__all__ = [
+    "Accumulator",
+    "BitCountAccumulator",
+    "CorruptAccumulatorError",
+    "CountAccumulator",
+    "accumulator_for",
+    "accumulator_from_bytes",
+    "add_columns",
+    "check_matches",
+]
+
+MAGIC = b"LDPA"
+FORMAT_VERSION = 1
+_KIND_COUNTS = 1
+_KIND_BIT_COUNTS = 2
+_HEADER = struct.Struct("<4sBBH")
+_CRC = struct.Struct("<I")
+_I64 = np.dtype("<i8")
+
+# The byte-table path of BitCountAccumulator.add_bits counts (cohort, byte position, byte value) triples
+# with np.bincount; it is used while one byte position's m * 256 counters fit in this many entries
+# (16 MiB, m <= 8192), otherwise reports are sorted by cohort (see add_bits).
+_BYTE_TABLE_MAX_ENTRIES = 1 << 21
+# Counters per bincount call on the byte-table path (2 MiB: stays in cache; measured fastest).
+_TABLE_TARGET = 1 << 18
+# Elements of the index array built per chunk (2 MiB of intp: stays in cache; measured fastest).
+_CHUNK_ELEMENTS = 1 << 18
+# Report bits as a (256, 8) table: row b holds the 8 bits of byte value b, bit 0 first (little order).
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
+    np.int64
+)
+
+
+class CorruptAccumulatorError(LdpError, ValueError):
+    """Serialized accumulator bytes are truncated, corrupted, or of an unknown format or version.
+
+    Raised by ``from_bytes``; like the other validation errors it names the field, the offending value
+    and what is allowed. (Stored state failing to decode is a data-loss condition, not a bad request.)
+    """
+
+    def __init__(self, field: str, value: object, allowed: str) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"accumulator bytes: {field}={value!r} is invalid: allowed {allowed}")
+
+
+def _as_int64_vector(name: str, values: Any, length: int | None = None) -> NDArray[np.int64]:
+    arr = np.asarray(values)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise InvalidReportError(name, str(arr.dtype), "an integer array")
+    if arr.ndim != 1 or (length is not None and arr.shape[0] != length):
+        want = f"({length},)" if length is not None else "(n,)"
+        raise InvalidReportError(name, arr.shape, f"a 1-D array of shape {want}")
+    if arr.size and int(arr.min()) < 0:
+        raise InvalidReportError(name, int(arr.min()), "non-negative counts")
+    return np.array(arr, dtype=np.int64, copy=True)
+
+
+def _check_size(name: str, value: object, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 1 <= int(value) <= hi:
+        raise InvalidReportError(name, value, f"an integer in [1, {hi}]")
+    return int(value)
+
+
+def _frame(kind: int, shape: tuple[int, ...], payload: bytes) -> bytes:
+    head = _HEADER.pack(MAGIC, FORMAT_VERSION, kind, len(shape)) + struct.pack(f"<{len(shape)}Q", *shape)
+    body = head + payload
+    return body + _CRC.pack(zlib.crc32(body))
+
+
+def _unframe(data: bytes | bytearray | memoryview) -> tuple[int, tuple[int, ...], memoryview]:
+    """Check magic, version, checksum and lengths; return (kind, shape, payload view)."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CorruptAccumulatorError("data", type(data).__name__, "bytes")
+    buf = memoryview(data).cast("B")
+    if len(buf) < _HEADER.size + _CRC.size:
+        raise CorruptAccumulatorError("length", len(buf), f"at least {_HEADER.size + _CRC.size} bytes")
+    magic, version, kind, ndim = _HEADER.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise CorruptAccumulatorError("magic", bytes(magic), f"{MAGIC!r}")
+    if version != FORMAT_VERSION:
+        raise CorruptAccumulatorError("version", version, f"{FORMAT_VERSION} (this build reads only that)")
+    (crc,) = _CRC.unpack_from(buf, len(buf) - _CRC.size)
+    if zlib.crc32(buf[: len(buf) - _CRC.size]) != crc:
+        raise CorruptAccumulatorError("crc32", crc, "the checksum of the preceding bytes (data corrupted)")
+    expected_ndim = {_KIND_COUNTS: 1, _KIND_BIT_COUNTS: 2}.get(kind)
+    if expected_ndim is None:
+        raise CorruptAccumulatorError("kind", kind, f"{_KIND_COUNTS} (counts) or {_KIND_BIT_COUNTS} (bits)")
+    if ndim != expected_ndim:
+        raise CorruptAccumulatorError("ndim", ndim, f"{expected_ndim} for kind {kind}")
+    shape_end = _HEADER.size + 8 * ndim
+    if len(buf) < shape_end + _CRC.size:
+        raise CorruptAccumulatorError("length", len(buf), f"at least {shape_end + _CRC.size} bytes")
+    shape = struct.unpack_from(f"<{ndim}Q", buf, _HEADER.size)
+    return kind, tuple(int(s) for s in shape), buf[shape_end : len(buf) - _CRC.size]
+
+
+def _payload_int64(payload: memoryview, count: int) -> NDArray[np.int64]:
+    if len(payload) != 8 * count:
+        raise CorruptAccumulatorError("payload length", len(payload), f"{8 * count} bytes ({count} int64)")
+    arr = np.frombuffer(payload, dtype=_I64).astype(np.int64)
+    if arr.size and int(arr.min()) < 0:
+        raise CorruptAccumulatorError("counts", int(arr.min()), "non-negative counts")
+    return arr
+
+
+class CountAccumulator:
+    """Number of reports per reported value: ``counts[v]`` for v in [0, size).
+
+    Binary RR: size 2, index 0 = "no", 1 = "yes". GRR: size d, index = reported domain index.
+    """
+
+    __slots__ = ("counts",)
+    kind: ClassVar[int] = _KIND_COUNTS
+
+    counts: NDArray[np.int64]
+
+    def __init__(self, counts: Any) -> None:
+        arr = _as_int64_vector("counts", counts)
+        _check_size("size", arr.shape[0], MAX_DOMAIN_SIZE)
+        self.counts = arr
+
+    @classmethod
+    def zero(cls, size: int) -> CountAccumulator:
+        """The empty accumulator over ``size`` values."""
+        return cls(np.zeros(_check_size("size", size, MAX_DOMAIN_SIZE), dtype=np.int64))
+
+    @property
+    def size(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def n(self) -> int:
+        """Total number of reports added."""
+        return int(self.counts.sum())
+
+    def add_values(self, values: NDArray[Any]) -> None:
+        """Add a batch of reported value indices (any integer or bool dtype, shape (n,)) in place.
+
+        Raises:
+            InvalidReportError: not a 1-D integer/bool array, or a value outside [0, size). Nothing is
+                added when the batch is rejected.
+        """
+        arr = np.asarray(values)
+        if arr.ndim != 1:
+            raise InvalidReportError("values", arr.shape, "a 1-D array of shape (n,)")
+        if arr.size == 0:
+            return
+        if arr.dtype == np.bool_:
+            if self.size < 2:
+                raise InvalidReportError("values", "bool", f"integers in [0, {self.size - 1}]")
+            arr = arr.view(np.uint8)
+        elif not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidReportError("values", str(arr.dtype), "an integer (or bool) array")
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= self.size:
+            bad = lo if lo < 0 else hi
+            raise InvalidReportError("values", bad, f"integers in [0, {self.size - 1}]")
+        # bincount needs intp input; the range check above makes the cast lossless.
+        self.counts += np.bincount(arr.astype(np.intp, copy=False), minlength=self.size)
+
+    def _check_same_shape(self, other: CountAccumulator) -> None:
+        if other.counts.shape != self.counts.shape:
+            raise InvalidReportError(
+                "accumulator", f"size {other.size}", f"size {self.size} (accumulators of one campaign)"
+            )
+
+    def __add__(self, other: object) -> CountAccumulator:
+        if not isinstance(other, CountAccumulator):
+            return NotImplemented
+        self._check_same_shape(other)
+        return CountAccumulator(self.counts + other.counts)
+
+    def __iadd__(self, other: object) -> CountAccumulator:
+        if not isinstance(other, CountAccumulator):
+            return NotImplemented
+        self._check_same_shape(other)
+        self.counts += other.counts
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CountAccumulator):
+            return NotImplemented
+        return bool(np.array_equal(self.counts, other.counts))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"CountAccumulator(size={self.size}, n={self.n})"
+
+    def copy(self) -> CountAccumulator:
+        return CountAccumulator(self.counts)
+
+    def to_bytes(self) -> bytes:
+        """The versioned, checksummed serialization described in the module docstring."""
+        return _frame(_KIND_COUNTS, (self.size,), self.counts.astype(_I64, copy=False).tobytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> CountAccumulator:
+        """Inverse of :meth:`to_bytes`.
+
+        Raises:
+            CorruptAccumulatorError: wrong magic/version/kind/shape/length, bad checksum, negative counts.
+        """
+        kind, shape, payload = _unframe(data)
+        if kind != _KIND_COUNTS:
+            raise CorruptAccumulatorError("kind", kind, f"{_KIND_COUNTS} (a CountAccumulator)")
+        (size,) = shape
+        if not 1 <= size <= MAX_DOMAIN_SIZE:
+            raise CorruptAccumulatorError("size", size, f"an integer in [1, {MAX_DOMAIN_SIZE}]")
+        return cls(_payload_int64(payload, size))
+
+
+class BitCountAccumulator:
+    """Per cohort j: ``cohort_reports[j]`` reports, of which ``ones[j, i]`` set report bit i.
+
+    String RAPPOR: m cohorts x k bits. Basic RAPPOR (k = d) and boolean RAPPOR (k = 1): m = 1.
+    """
+
+    __slots__ = ("cohort_reports", "ones")
+    kind: ClassVar[int] = _KIND_BIT_COUNTS
+
+    cohort_reports: NDArray[np.int64]
+    ones: NDArray[np.int64]
+
+    def __init__(self, cohort_reports: Any, ones: Any) -> None:
+        reports = _as_int64_vector("cohort_reports", cohort_reports)
+        m = _check_size("m", reports.shape[0], MAX_COHORTS)
+        arr = np.asarray(ones)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidReportError("ones", str(arr.dtype), "an integer array")
+        if arr.ndim != 2 or arr.shape[0] != m:
+            raise InvalidReportError("ones", arr.shape, f"a 2-D array of shape ({m}, k)")
+        _check_size("k", arr.shape[1], MAX_RAPPOR_BITS)
+        ones64 = np.array(arr, dtype=np.int64, copy=True)
+        if ones64.size and int(ones64.min()) < 0:
+            raise InvalidReportError("ones", int(ones64.min()), "non-negative counts")
+        over = ones64 > reports[:, None]
+        if over.any():
+            j, i = (int(x) for x in np.argwhere(over)[0])
+            raise InvalidReportError(
+                f"ones[{j}, {i}]", int(ones64[j, i]), f"at most cohort_reports[{j}] = {int(reports[j])}"
+            )
+        self.cohort_reports = reports
+        self.ones = ones64
+
+    @classmethod
+    def zero(cls, m: int, k: int) -> BitCountAccumulator:
+        """The empty accumulator for ``m`` cohorts of ``k`` bits."""
+        m = _check_size("m", m, MAX_COHORTS)
+        k = _check_size("k", k, MAX_RAPPOR_BITS)
+        return cls._trusted(np.zeros(m, dtype=np.int64), np.zeros((m, k), dtype=np.int64))
+
+    @classmethod
+    def _trusted(cls, cohort_reports: NDArray[np.int64], ones: NDArray[np.int64]) -> BitCountAccumulator:
+        # Skips validation: for results of arithmetic on validated accumulators of one shape (the
+        # ingest hot path adds one per request, and validating 64 x 128 cells each time cost ~10%).
+        acc = object.__new__(cls)
+        acc.cohort_reports = cohort_reports
+        acc.ones = ones
+        return acc
+
+    @property
+    def m(self) -> int:
+        return int(self.ones.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.ones.shape[1])
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes of one packed report: ceil(k/8)."""
+        return (self.k + 7) // 8
+
+    @property
+    def n(self) -> int:
+        """Total number of reports added."""
+        return int(self.cohort_reports.sum())
+
+    def add_bits(self, bits: NDArray[np.uint8], cohorts: NDArray[Any] | None = None) -> None:
+        """Add a batch of packed reports in place.
+
+        Args:
+            bits: uint8 array (n, ceil(k/8)); report bit i is ``(bits[r, i // 8] >> (i % 8)) & 1``
+                (numpy ``packbits(..., bitorder="little")``). Unused high bits of the last byte must be 0.
+            cohorts: integer array (n,) of cohorts in [0, m), or None when m == 1.
+
+        Raises:
+            InvalidReportError: wrong dtype or shape, a cohort out of range, or an unused bit set. Nothing
+                is added when the batch is rejected.
+
+        Performance: no per-report Python loop. For batches large enough to amortise it (n >= 32 m,
+        i.e. n * k >= m * ceil(k/8) * 256) and m <= 8192, ``np.bincount`` counts (cohort, byte position,
+        byte value) triples over a few byte positions at a time (a cache-sized table), and a (256 x 8)
+        0/1 matrix turns byte-value counts into bit counts: n * ceil(k/8) work instead of n * k.
+        Otherwise reports are sorted by cohort per chunk, unpacked, and summed per cohort with
+        ``np.add.reduceat``.
+        """
+        b = np.asarray(bits)
+        nb = self.num_bytes
+        if b.dtype != np.uint8:
+            raise InvalidReportError("bits", str(b.dtype), "a uint8 array of packed reports")
+        if b.ndim != 2 or b.shape[1] != nb:
+            raise InvalidReportError("bits", b.shape, f"shape (n, {nb}) (ceil(k/8) bytes per report)")
+        n = b.shape[0]
+        spare = nb * 8 - self.k
+        if spare and n and (np.bitwise_or.reduce(b[:, -1]) >> (8 - spare)):
+            raise InvalidReportError(
+                "bits", "a set bit at index >= k", f"bits 0..{self.k - 1} only (unused high bits must be 0)"
+            )
+        m = self.m
+        if cohorts is None:
+            if m != 1:
+                raise InvalidReportError("cohorts", None, f"a cohort array of shape ({n},) (m = {m})")
+            coh: NDArray[np.intp] | None = None
+        else:
+            c = np.asarray(cohorts)
+            if c.dtype == np.bool_ or not np.issubdtype(c.dtype, np.integer):
+                raise InvalidReportError("cohorts", str(c.dtype), "an integer array")
+            if c.ndim != 1 or c.shape[0] != n:
+                raise InvalidReportError("cohorts", c.shape, f"a 1-D array of shape ({n},)")
+            if n:
+                lo, hi = int(c.min()), int(c.max())
+                if lo < 0 or hi >= m:
+                    raise InvalidReportError("cohort", lo if lo < 0 else hi, f"an integer in [0, {m - 1}]")
+            coh = c.astype(np.intp, copy=False) if m > 1 else None
+        if n == 0:
+            return
+        b = np.ascontiguousarray(b)
+        table_size = m * nb * 256
+        # The byte table costs O(table) to set up and O(n * ceil(k/8)) per batch; unpacking costs
+        # O(n * k). So the table only pays off once n * k exceeds its size (n > 32 m): large simulation
+        # chunks take it, a 1,000-report network batch (or a single report) does not.
+        if m * 256 <= _BYTE_TABLE_MAX_ENTRIES and n * self.k >= table_size:
+            ones = self._count_by_byte_table(b, coh)
+        else:
+            ones = self._count_by_sorting(b, coh)
+        self.ones += ones
+        if coh is None:
+            self.cohort_reports[0] += n
+        else:
+            self.cohort_reports += np.bincount(coh, minlength=m)
+
+    def _count_by_byte_table(self, b: NDArray[np.uint8], coh: NDArray[np.intp] | None) -> NDArray[np.int64]:
+        m, nb, n = self.m, self.num_bytes, b.shape[0]
+        ones = np.zeros((m, nb * 8), dtype=np.int64)
+        # g byte positions per bincount, so that one call's table of (cohort, position, byte value)
+        # counters (m * g * 256 of them) stays cache-sized; rows per call >= m * 256 so that building
+        # and adding each call's table never costs more than the bytes it counts.
+        g = max(1, min(nb, _TABLE_TARGET // (m * 256)))
+        rows = max(_CHUNK_ELEMENTS // g, m * 256)
+        for g0 in range(0, nb, g):
+            gg = min(g, nb - g0)
+            size = m * gg * 256
+            table = np.zeros(size, dtype=np.int64)
+            offset = np.arange(gg, dtype=np.intp) * 256
+            for start in range(0, n, rows):
+                block = b[start : start + rows, g0 : g0 + gg]
+                if coh is None:
+                    idx = offset + block
+                else:
+                    idx = (coh[start : start + rows] * (gg * 256))[:, None] + offset
+                    idx += block
+                table += np.bincount(idx.ravel(), minlength=size)
+            # (m, gg, 256) byte-value counts -> (m, gg, 8) bit counts, bit 0 of each byte first.
+            ones[:, 8 * g0 : 8 * (g0 + gg)] = (table.reshape(m, gg, 256) @ _BYTE_BITS).reshape(m, 8 * gg)
+        return ones[:, : self.k]
+
+    def _count_by_sorting(self, b: NDArray[np.uint8], coh: NDArray[np.intp] | None) -> NDArray[np.int64]:
+        m, k = self.m, self.k
+        out = np.zeros((m, k), dtype=np.int64)
+        chunk = max(1, _CHUNK_ELEMENTS // k)
+        for start in range(0, b.shape[0], chunk):
+            block = b[start : start + chunk]
+            unpacked = np.unpackbits(block, axis=1, count=k, bitorder="little")
+            if coh is None:
+                out[0] += unpacked.sum(axis=0, dtype=np.int64)
+                continue
+            c = coh[start : start + chunk]
+            order = np.argsort(c, kind="stable")
+            sorted_c = c[order]
+            starts = np.flatnonzero(np.r_[True, sorted_c[1:] != sorted_c[:-1]])
+            sums = np.add.reduceat(unpacked[order].astype(np.int64), starts, axis=0)
+            out[sorted_c[starts]] += sums
+        return out
+
+    def _check_same_shape(self, other: BitCountAccumulator) -> None:
+        if other.ones.shape != self.ones.shape:
+            raise InvalidReportError(
+                "accumulator",
+                f"m={other.m}, k={other.k}",
+                f"m={self.m}, k={self.k} (accumulators of one campaign)",
+            )
+
+    def __add__(self, other: object) -> BitCountAccumulator:
+        if not isinstance(other, BitCountAccumulator):
+            return NotImplemented
+        self._check_same_shape(other)
+        return BitCountAccumulator._trusted(
+            self.cohort_reports + other.cohort_reports, self.ones + other.ones
+        )
+
+    def __iadd__(self, other: object) -> BitCountAccumulator:
+        if not isinstance(other, BitCountAccumulator):
+            return NotImplemented
+        self._check_same_shape(other)
+        self.cohort_reports += other.cohort_reports
+        self.ones += other.ones
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BitCountAccumulator):
+            return NotImplemented
+        return bool(
+            np.array_equal(self.cohort_reports, other.cohort_reports)
+            and np.array_equal(self.ones, other.ones)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"BitCountAccumulator(m={self.m}, k={self.k}, n={self.n})"
+
+    def copy(self) -> BitCountAccumulator:
+        return BitCountAccumulator._trusted(self.cohort_reports.copy(), self.ones.copy())
+
+    def to_bytes(self) -> bytes:
+        """The versioned, checksummed serialization described in the module docstring."""
+        payload = (
+            self.cohort_reports.astype(_I64, copy=False).tobytes()
+            + self.ones.astype(_I64, copy=False).tobytes()
+        )
+        return _frame(_KIND_BIT_COUNTS, (self.m, self.k), payload)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> BitCountAccumulator:
+        """Inverse of :meth:`to_bytes`.
+
+        Raises:
+            CorruptAccumulatorError: wrong magic/version/kind/shape/length, bad checksum, negative counts,
+                or a bit count above its cohort's report count.
+        """
+        kind, shape, payload = _unframe(data)
+        if kind != _KIND_BIT_COUNTS:
+            raise CorruptAccumulatorError("kind", kind, f"{_KIND_BIT_COUNTS} (a BitCountAccumulator)")
+        m, k = shape
+        if not 1 <= m <= MAX_COHORTS:
+            raise CorruptAccumulatorError("m", m, f"an integer in [1, {MAX_COHORTS}]")
+        if not 1 <= k <= MAX_RAPPOR_BITS:
+            raise CorruptAccumulatorError("k", k, f"an integer in [1, {MAX_RAPPOR_BITS}]")
+        arr = _payload_int64(payload, m + m * k)
+        reports, ones = arr[:m], arr[m:].reshape(m, k)
+        if (ones > reports[:, None]).any():
+            raise CorruptAccumulatorError("ones", "a bit count above its cohort's reports", "ones <= reports")
+        return cls(reports, ones)
+
+
+Accumulator = CountAccumulator | BitCountAccumulator
+
+
+def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
+    """Decode either accumulator kind from :meth:`CountAccumulator.to_bytes`/``BitCountAccumulator``."""
+    kind, _, _ = _unframe(data)
+    if kind == _KIND_COUNTS:
+        return CountAccumulator.from_bytes(data)
+    return BitCountAccumulator.from_bytes(data)
+
+
+def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[int, ...]]:
+    if isinstance(params, BinaryRRParams):
+        return CountAccumulator, (2,)
+    if isinstance(params, GRRParams):
+        return CountAccumulator, (params.domain.size,)
+    if isinstance(params, RapporParams):
+        return BitCountAccumulator, (params.m, params.k)
+    if isinstance(params, BasicRapporParams):
+        return BitCountAccumulator, (1, params.k)
+    if isinstance(params, BooleanRapporParams):
+        return BitCountAccumulator, (1, 1)
+    raise InvalidReportError(
+        "params",
+        type(params).__name__,
+        "BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams",
+    )
+
+
+def accumulator_for(params: MechanismParams) -> Accumulator:
+    """The empty accumulator for a campaign's mechanism parameters."""
+    cls, shape = _expected_shape(params)
+    if cls is CountAccumulator:
+        return CountAccumulator.zero(shape[0])
+    return BitCountAccumulator.zero(shape[0], shape[1])
+
+
+def check_matches(acc: Accumulator, params: MechanismParams) -> None:
+    """Raise :class:`InvalidReportError` unless ``acc`` has the kind and shape ``params`` implies."""
+    cls, shape = _expected_shape(params)
+    actual = acc.counts.shape if isinstance(acc, CountAccumulator) else acc.ones.shape
+    if not isinstance(acc, cls) or actual != shape:
+        raise InvalidReportError(
+            "accumulator",
+            f"{type(acc).__name__} of shape {actual}",
+            f"a {cls.__name__} of shape {shape} for mechanism {params.name!r}",
+        )
+
+
+def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None:
+    """Add one batch in the contract's columnar format to ``acc`` (in place).
+
+    Column formats by mechanism: rr a bool array (n,) (True = "yes"); grr an integer array (n,) of
+    domain indices; rappor a tuple ``(cohorts, bits)`` with cohorts uint32 (n,) and bits uint8
+    (n, ceil(k/8)); basic-rappor and boolean-rappor a bits array uint8 (n, ceil(k/8)).
+
+    Raises:
+        InvalidReportError: the accumulator does not belong to ``params``, or the batch is malformed.
+    """
+    check_matches(acc, params)
+    if isinstance(params, BinaryRRParams):
+        arr = np.asarray(columns)
+        if arr.dtype != np.bool_:
+            raise InvalidReportError("reports", str(arr.dtype), "a bool array (True = 'yes') for rr")
+        cast(CountAccumulator, acc).add_values(arr)  # check_matches guarantees the kind
+    elif isinstance(params, GRRParams):
+        arr = np.asarray(columns)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidReportError("reports", str(arr.dtype), "an integer array of domain indices for grr")
+        cast(CountAccumulator, acc).add_values(arr)
+    elif isinstance(params, RapporParams):
+        if not isinstance(columns, tuple) or len(columns) != 2:
+            raise InvalidReportError("reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor")
+        cohorts, bits = columns
+        cast(BitCountAccumulator, acc).add_bits(bits, cohorts)
+    else:
+        cast(BitCountAccumulator, acc).add_bits(columns, None)

@@ -1,0 +1,167 @@
+"""What an analyst asks of a campaign: estimates from its accumulator, as one value with three views.
+
+:func:`estimate_campaign` is a pure function of (campaign, accumulator, request) used by the gRPC
+Analyst service and by ``ldp-aggregator estimate --db``; :func:`estimate_to_proto` and
+:func:`estimate_to_dict` are its wire and JSON forms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
+from ldp_aggregator.estimators import (
+    FrequencyEstimate,
+    RapporBitEstimate,
+    estimate_frequencies,
+    estimate_rappor_bits,
+    estimate_rappor_candidates,
+)
+from ldp_client import wire
+from ldp_client._proto.ldp.v1 import estimates_pb2
+from ldp_client.errors import InvalidParameterError
+from ldp_client.params import RapporParams
+
+__all__ = ["CampaignEstimate", "estimate_campaign", "estimate_to_dict", "estimate_to_proto"]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class CampaignEstimate:
+    """Estimates for one campaign: per-item frequencies (if the mechanism or candidates allow) and, for
+    string RAPPOR, the debiased per-cohort Bloom-bit counts."""
+
+    campaign_id: str
+    mechanism: str
+    n_reports: int
+    epsilon: float
+    epsilon_inf: float
+    confidence: float
+    frequencies: FrequencyEstimate | None
+    rappor_bits: RapporBitEstimate | None
+
+
+def _check_confidence(confidence: float) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        raise InvalidParameterError("confidence", confidence, "a number in (0, 1)")
+    if not (math.isfinite(confidence) and 0.0 < confidence < 1.0):
+        raise InvalidParameterError("confidence", confidence, "a number in (0, 1)")
+    return float(confidence)
+
+
+def estimate_campaign(
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    *,
+    candidates: Sequence[str] = (),
+    confidence: float = 0.95,
+) -> CampaignEstimate:
+    """Estimates for a campaign from its committed accumulator.
+
+    String RAPPOR gives per-cohort bit counts always, and per-candidate estimates when candidates come
+    with the request or, failing that, with the campaign. Other mechanisms estimate every domain item.
+    """
+    conf = _check_confidence(confidence)
+    params = info.params
+    frequencies: FrequencyEstimate | None = None
+    bits: RapporBitEstimate | None = None
+    if isinstance(params, RapporParams):
+        if not isinstance(acc, BitCountAccumulator):
+            raise InvalidParameterError("accumulator", type(acc).__name__, "bit counts for rappor")
+        if acc.n > 0:
+            bits = estimate_rappor_bits(params, acc)
+        chosen = tuple(candidates) or info.candidates
+        if chosen and acc.n > 0:
+            frequencies = estimate_rappor_candidates(
+                params, acc, campaign_id=info.campaign_id, candidates=chosen, confidence=conf
+            )
+    else:
+        if candidates:
+            raise InvalidParameterError(
+                "candidates", list(candidates)[:3], f"none for mechanism {params.name}"
+            )
+        if acc.n > 0:
+            frequencies = estimate_frequencies(params, acc, confidence=conf)
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=wire.epsilon_inf(params),
+        confidence=conf,
+        frequencies=frequencies,
+        rappor_bits=bits,
+    )
+
+
+def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:
+    """The ``EstimateResponse`` message of an estimate."""
+    msg = estimates_pb2.EstimateResponse(
+        campaign_id=est.campaign_id,
+        mechanism=est.mechanism,
+        n_reports=est.n_reports,
+        epsilon=est.epsilon,
+        epsilon_inf=est.epsilon_inf,
+        confidence=est.confidence,
+    )
+    if est.frequencies is not None:
+        msg.items.extend(
+            estimates_pb2.ItemEstimate(
+                label=it.label,
+                count=it.count,
+                frequency=it.frequency,
+                std_error=it.std_error,
+                ci_low=it.ci_low,
+                ci_high=it.ci_high,
+            )
+            for it in est.frequencies.items
+        )
+    if est.rappor_bits is not None:
+        b = est.rappor_bits
+        m, k = b.counts.shape
+        msg.rappor_bits.m = m
+        msg.rappor_bits.k = k
+        msg.rappor_bits.cohort_reports.extend(b.cohort_reports.tolist())
+        msg.rappor_bits.counts.extend(b.counts.ravel().tolist())
+        msg.rappor_bits.std_errors.extend(b.std_errors.ravel().tolist())
+    return msg
+
+
+def _json_number(x: float) -> float | str:
+    """JSON has no infinities: write them as strings ("inf"), keep finite numbers as they are."""
+    return x if math.isfinite(x) else str(x)
+
+
+def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
+    """A JSON-ready dict of an ``EstimateResponse`` (the same shape whether it came over gRPC or --db)."""
+    out: dict[str, Any] = {
+        "campaign_id": msg.campaign_id,
+        "mechanism": msg.mechanism,
+        "n_reports": msg.n_reports,
+        "epsilon": _json_number(msg.epsilon),
+        "epsilon_inf": _json_number(msg.epsilon_inf),
+        "confidence": msg.confidence,
+        "items": [
+            {
+                "label": it.label,
+                "count": it.count,
+                "frequency": it.frequency,
+                "std_error": it.std_error,
+                "ci_low": it.ci_low,
+                "ci_high": it.ci_high,
+            }
+            for it in msg.items
+        ],
+    }
+    if msg.HasField("rappor_bits"):
+        b = msg.rappor_bits
+        out["rappor_bits"] = {
+            "m": b.m,
+            "k": b.k,
+            "cohort_reports": list(b.cohort_reports),
+            "counts": list(b.counts),
+            "std_errors": list(b.std_errors),
+        }
+    return out

@@ -1,0 +1,601 @@
+"""Debiased frequency estimates with standard errors and confidence intervals: pure functions.
+
+Every estimator here is a function of (mechanism parameters, accumulator) only; see
+:mod:`ldp_aggregator.accumulators`.
+
+The frequency oracles share one estimator, the "pure" protocol framework of Wang, Blocki, Li and Jha,
+"Locally Differentially Private Protocols for Frequency Estimation", USENIX Security 2017 (§4): a report
+*supports* value v with probability p* if the user's value is v and q* otherwise. With C_v supporting
+reports out of n,
+
+    count_hat_v = (C_v - n q*) / (p* - q*)                                  (unbiased for c_v)
+    Var[count_hat_v] = (n q*(1 - q*) + c_v (p* - q*)(1 - p* - q*)) / (p* - q*)^2
+
+(the variance of C_v is exactly sum_i pi_i (1 - pi_i) over the n fixed reporters, pi_i in {p*, q*}).
+The target is the count c_v among the n reporters (a fixed finite population). Binary RR, GRR, basic
+RAPPOR and boolean RAPPOR are pure; so are OUE, OLH, SS and HR.
+
+String RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014) is decoded at the bit level per cohort
+(:func:`estimate_rappor_bits`, after Google's ``analysis/R/decode.R``) and for a candidate dictionary by
+weighted least squares (:func:`estimate_rappor_candidates`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ldp_aggregator.accumulators import (
+    Accumulator,
+    BitCountAccumulator,
+    CountAccumulator,
+    check_matches,
+)
+from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.params import (
+    BasicRapporParams,
+    BinaryRRParams,
+    GRRParams,
+    RapporParams,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from ldp_client.params import MechanismParams
+
+__all__ = [
+    "FrequencyEstimate",
+    "ItemEstimate",
+    "NoReportsError",
+    "OracleArrays",
+    "RapporBitEstimate",
+    "estimate_frequencies",
+    "estimate_rappor_bits",
+    "estimate_rappor_candidates",
+    "normal_quantile",
+    "pure_oracle_arrays",
+    "pure_oracle_estimate",
+    "rappor_design",
+]
+
+# Relative size (to the largest) below which a pivot of the candidate Gram matrix counts as zero: the
+# Gram of a 0/1 design has exact small-integer structure, so true dependencies show up near 1e-15.
+_RANK_RTOL = 1e-10
+# How many colliding / dependent candidates an error message lists before eliding the rest.
+_MAX_NAMED = 10
+
+
+class NoReportsError(InvalidReportError):
+    """An estimate was requested from an accumulator with no reports (n_reports = 0)."""
+
+    def __init__(self, n: int = 0) -> None:
+        super().__init__("n_reports", n, "at least 1 report (the accumulator is empty)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ItemEstimate:
+    """The estimate for one item, on the count scale (frequency = count / n).
+
+    ``count`` is the unbiased estimate and may be negative or exceed n; ``std_error`` is its analytic
+    standard error; ``[ci_low, ci_high]`` the confidence interval for the true count (method documented
+    by the estimator that produced it).
+    """
+
+    label: str
+    count: float
+    frequency: float
+    std_error: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrequencyEstimate:
+    """Frequency estimates for every item of a campaign, with the privacy level of the reports."""
+
+    mechanism: str
+    n: int
+    epsilon: float
+    epsilon_inf: float | None
+    confidence: float
+    items: tuple[ItemEstimate, ...]
+
+    def item(self, label: str) -> ItemEstimate:
+        """The estimate for ``label``; raises KeyError if there is none."""
+        for it in self.items:
+            if it.label == label:
+                return it
+        raise KeyError(label)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class OracleArrays:
+    """Vectorised pure-oracle results (count scale), one entry per item: see :func:`pure_oracle_arrays`."""
+
+    count: NDArray[np.float64]
+    std_error: NDArray[np.float64]
+    ci_low: NDArray[np.float64]
+    ci_high: NDArray[np.float64]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RapporBitEstimate:
+    """Debiased Bloom-bit counts per cohort: ``counts[j, i]`` estimates how many of the
+    ``cohort_reports[j]`` reporters in cohort j have Bloom bit i set; ``std_errors`` likewise (m, k)."""
+
+    cohort_reports: NDArray[np.int64]
+    counts: NDArray[np.float64]
+    std_errors: NDArray[np.float64]
+
+
+def normal_quantile(confidence: float) -> float:
+    """z with P(|Z| <= z) = confidence for a standard normal Z (two-sided)."""
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not math.isfinite(confidence)
+        or not 0.0 < confidence < 1.0
+    ):
+        raise InvalidParameterError("confidence", confidence, "a number in (0, 1), e.g. 0.95")
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def _check_rates(p_star: float, q_star: float) -> tuple[float, float]:
+    for name, v in (("p_star", p_star), ("q_star", q_star)):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and 0 <= v <= 1):
+            raise InvalidParameterError(name, v, "a probability in [0, 1]")
+    if p_star == q_star:
+        raise InvalidParameterError("p_star", p_star, f"a probability different from q_star={q_star!r}")
+    return float(p_star), float(q_star)
+
+
+def _check_n(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer):
+        raise InvalidParameterError("n_reports", n, "an integer >= 1")
+    if n <= 0:
+        raise NoReportsError(int(n))
+    return int(n)
+
+
+def pure_oracle_arrays(
+    support_counts: ArrayLike,
+    n: int,
+    p_star: float,
+    q_star: float,
+    confidence: float = 0.95,
+) -> OracleArrays:
+    """Vectorised pure frequency-oracle estimate (Wang et al., USENIX Security 2017, §4).
+
+    Args:
+        support_counts: C_v, the number of reports supporting each item (ints, or floats for exact
+            expected-count tests), each in [0, n].
+        n: number of reports.
+        p_star: P(a report supports v | the value is v).
+        q_star: P(a report supports v | the value is not v); must differ from p_star.
+        confidence: two-sided confidence level of the intervals.
+
+    Returns:
+        count_hat = (C - n q*)/(p* - q*); std_error = sqrt(V(c~))/|p* - q*| with
+        V(c) = n q*(1-q*) + c (p*-q*)(1-p*-q*) and c~ = clip(count_hat, 0, n) (Wang et al.'s variance,
+        the exact variance of C given c); and the interval below.
+
+    Confidence interval (score interval with continuity correction). Under the mechanism, C_v is a sum
+    of n independent Bernoullis: c_v with mean p*, n - c_v with mean q* (Poisson-binomial). Like
+    Wilson's (1927) interval for a binomial proportion, the interval is the set of counts c not
+    rejected by the score test, but with the exact variance of C instead of n pi (1 - pi):
+
+        { c : (C' - n q* - c Delta)^2 <= z^2 V(c) },   Delta = p* - q*,
+
+    whose ends are the roots of a quadratic: c = c' + b -/+ sqrt(b^2 + 2 c' b + z^2 n q*(1-q*)/Delta^2)
+    with c' = (C' - n q*)/Delta and b = z^2 (1-p*-q*)/(2 Delta). Yates' continuity correction uses
+    C' = max(C - 1/2, 0) for the lower end and C' = min(C + 1/2, n) for the upper end (as Newcombe,
+    Stat. Med. 1998, method 4, does for Wilson). The discriminant is >= 0 for every C in [0, n].
+
+    Why this interval: its coverage, computed exactly (summing the probability of every outcome of C)
+    for GRR with d in {2, 4, 16, 64, 128, 1024} and eps in {0.5, 1, 2, 4, 6}, OUE, binary RR and
+    RAPPOR's p*, q*, with n in {50, 100, 500, 2000} and true counts c in {0, 1, 2, 5, 1%, 10%, 50%,
+    n-1, n}, was at least 0.950 for a 95% interval everywhere except 0.949 at n = 50 with n q* = 0.05,
+    with mean 0.960-0.976 (the continuity correction makes it conservative at small n; the excess
+    shrinks as n grows). At 90% (n = 100, 2000) the minimum was 0.900; at 99% it dips to 0.976 where
+    n q* < 2 (fewer than two false supports expected). For comparison (same exact computation,
+    exploratory): without the correction the minimum was 0.79 where n q* < 1; Wilson's interval for
+    pi = q* + f (p*-q*) mapped to counts fell to 0.85 and over-covers (up to 1.0) where the split of the
+    population makes Var[C] far below n pi (1 - pi); the Wald interval count_hat +/- z SE fell to 0.48.
+    The tests re-check coverage by exact enumeration and by seeded simulation.
+
+    The interval is for the count among the n reporters; it is not clipped to [0, n] (intersecting it
+    with [0, n] keeps its coverage).
+    """
+    n = _check_n(n)
+    p, q = _check_rates(p_star, q_star)
+    z = normal_quantile(confidence)
+    sup = np.asarray(support_counts, dtype=np.float64)
+    if sup.ndim != 1:
+        raise InvalidParameterError("support_counts", sup.shape, "a 1-D array (one count per item)")
+    if sup.size and (not np.isfinite(sup).all() or float(sup.min()) < 0 or float(sup.max()) > n):
+        bad = sup[~(np.isfinite(sup) & (sup >= 0) & (sup <= n))][0]
+        raise InvalidReportError("support_counts", float(bad), f"counts in [0, n={n}]")
+    if p < q:
+        # Count non-supporting reports instead: same estimator, same variance, and p* > q* below.
+        sup, p, q = n - sup, 1.0 - p, 1.0 - q
+    delta = p - q
+    count = (sup - n * q) / delta
+    c_plug = np.clip(count, 0.0, float(n))
+    var = (n * q * (1.0 - q) + c_plug * delta * (1.0 - p - q)) / (delta * delta)
+    std_error = np.sqrt(np.maximum(var, 0.0))
+
+    b = z * z * (1.0 - p - q) / (2.0 * delta)
+    s = z * z * n * q * (1.0 - q) / (delta * delta)
+    c_lo = (np.maximum(sup - 0.5, 0.0) - n * q) / delta
+    c_hi = (np.minimum(sup + 0.5, float(n)) - n * q) / delta
+    ci_low = c_lo + b - np.sqrt(np.maximum(b * b + 2.0 * c_lo * b + s, 0.0))
+    ci_high = c_hi + b + np.sqrt(np.maximum(b * b + 2.0 * c_hi * b + s, 0.0))
+    return OracleArrays(count=count, std_error=std_error, ci_low=ci_low, ci_high=ci_high)
+
+
+def pure_oracle_estimate(
+    support_counts: ArrayLike,
+    n: int,
+    p_star: float,
+    q_star: float,
+    labels: Sequence[str],
+    *,
+    confidence: float = 0.95,
+) -> tuple[ItemEstimate, ...]:
+    """Per-item estimates of a pure frequency oracle; formulas and interval in :func:`pure_oracle_arrays`.
+
+    Raises:
+        InvalidParameterError: bad rates, confidence, or a labels/counts length mismatch.
+        NoReportsError: n == 0.
+    """
+    res = pure_oracle_arrays(support_counts, n, p_star, q_star, confidence)
+    if len(labels) != res.count.shape[0]:
+        raise InvalidParameterError("labels", len(labels), f"{res.count.shape[0]} labels (one per count)")
+    return _items(labels, res, n)
+
+
+def _items(labels: Sequence[str], res: OracleArrays, n: int) -> tuple[ItemEstimate, ...]:
+    freq = res.count / n
+    # tolist() once: a Python loop over items (not reports) building the frozen result objects.
+    return tuple(
+        ItemEstimate(label=lab, count=c, frequency=f, std_error=se, ci_low=lo, ci_high=hi)
+        for lab, c, f, se, lo, hi in zip(
+            labels,
+            res.count.tolist(),
+            freq.tolist(),
+            res.std_error.tolist(),
+            res.ci_low.tolist(),
+            res.ci_high.tolist(),
+            strict=True,
+        )
+    )
+
+
+def estimate_frequencies(
+    params: MechanismParams, acc: Accumulator, *, confidence: float = 0.95
+) -> FrequencyEstimate:
+    """Frequency of every domain item for a pure frequency oracle.
+
+    Support sets and rates per mechanism:
+
+    - rr (items "no", "yes"): "yes" is supported by a yes report, p* = P(yes|yes), q* = P(yes|no);
+      "no" by a no report, p* = 1 - P(yes|no), q* = 1 - P(yes|yes).
+    - grr (domain labels): v is supported by the report v, p* = p, q* = (1-p)/(d-1).
+    - basic-rappor (domain labels): v is supported by a report with bit v set, with RAPPOR's
+      p* = q_star = P(bit 1 | Bloom bit 1) and q* = p_star = P(bit 1 | Bloom bit 0) (CCS 2014 names).
+    - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = q_star,
+      q* = p_star), "false" by a clear bit (p* = 1 - p_star, q* = 1 - q_star).
+
+    String RAPPOR needs a candidate dictionary: use :func:`estimate_rappor_candidates`.
+
+    Raises:
+        InvalidParameterError: string RAPPOR params, or a bad confidence.
+        InvalidReportError: ``acc`` does not belong to ``params``.
+        NoReportsError: the accumulator is empty.
+    """
+    if isinstance(params, RapporParams):
+        raise InvalidParameterError(
+            "params",
+            "rappor",
+            "rr, grr, basic-rappor or boolean-rappor (string RAPPOR needs candidates: "
+            "use estimate_rappor_candidates)",
+        )
+    check_matches(acc, params)
+    n = acc.n
+    if n == 0:
+        raise NoReportsError(0)
+    epsilon_inf: float | None = None
+    if isinstance(params, BinaryRRParams):
+        counts = _counts(acc)
+        pyy, pyn = params.p_yes_given_yes, params.p_yes_given_no
+        no = pure_oracle_arrays(counts[:1], n, 1.0 - pyn, 1.0 - pyy, confidence)
+        yes = pure_oracle_arrays(counts[1:], n, pyy, pyn, confidence)
+        items = _items(("no",), no, n) + _items(("yes",), yes, n)
+    elif isinstance(params, GRRParams):
+        res = pure_oracle_arrays(_counts(acc), n, params.p, params.q, confidence)
+        labels = [params.domain.label(i) for i in range(params.domain.size)]
+        items = _items(labels, res, n)
+    elif isinstance(params, BasicRapporParams):
+        res = pure_oracle_arrays(_ones(acc)[0], n, params.q_star, params.p_star, confidence)
+        labels = [params.domain.label(i) for i in range(params.domain.size)]
+        items = _items(labels, res, n)
+        epsilon_inf = params.epsilon_inf
+    else:  # BooleanRapporParams (check_matches rejected anything else)
+        ones = _ones(acc)[0]
+        qs, ps = params.q_star, params.p_star
+        false = pure_oracle_arrays(n - ones, n, 1.0 - ps, 1.0 - qs, confidence)
+        true = pure_oracle_arrays(ones, n, qs, ps, confidence)
+        items = _items(("false",), false, n) + _items(("true",), true, n)
+        epsilon_inf = params.epsilon_inf
+    return FrequencyEstimate(
+        mechanism=params.name,
+        n=n,
+        epsilon=params.epsilon,
+        epsilon_inf=epsilon_inf,
+        confidence=float(confidence),
+        items=items,
+    )
+
+
+def _counts(acc: Accumulator) -> NDArray[np.int64]:
+    if not isinstance(acc, CountAccumulator):  # unreachable after check_matches; narrows the type
+        raise InvalidReportError("accumulator", type(acc).__name__, "a CountAccumulator")
+    return acc.counts
+
+
+def _ones(acc: Accumulator) -> NDArray[np.int64]:
+    if not isinstance(acc, BitCountAccumulator):  # unreachable after check_matches; narrows the type
+        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
+    return acc.ones
+
+
+def _rappor_bit_arrays(
+    params: RapporParams, acc: BitCountAccumulator
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(t_hat (m, k), Var[t_hat] (m, k)) per decode.R's EstimateBloomCounts (see estimate_rappor_bits)."""
+    ps, qs = params.p_star, params.q_star
+    delta = qs - ps
+    N = acc.cohort_reports.astype(np.float64)[:, None]
+    c = acc.ones.astype(np.float64)
+    t_hat = (c - ps * N) / delta
+    # r = observed rate c/N = p* + (t_hat/N)(q* - p*), clamped to [p*, q*] (t_hat/N clamped to [0, 1]).
+    rate = np.divide(c, N, out=np.full_like(c, ps), where=N > 0)
+    r = np.clip(rate, min(ps, qs), max(ps, qs))
+    var = N * r * (1.0 - r) / (delta * delta)
+    return t_hat, var
+
+
+def estimate_rappor_bits(params: RapporParams, acc: BitCountAccumulator) -> RapporBitEstimate:
+    """Debiased Bloom-bit counts per cohort (CCS 2014 §4; google/rappor ``decode.R``, EstimateBloomCounts).
+
+    With N_j reports in cohort j, c_ij of which set bit i, p* = P(1|Bloom bit 0), q* = P(1|Bloom bit 1):
+
+        t_ij = (c_ij - p* N_j) / (q* - p*)
+        Var[t_ij] = N_j r (1 - r) / (q* - p*)^2,  r = clamp(c_ij / N_j, p*, q*)
+
+    (decode.R writes the denominator as (1-f)(q-p), which equals q* - p*.) A cohort with no reports
+    gives t = 0 with standard error 0.
+
+    Raises:
+        InvalidReportError: ``acc`` is not the (m, k) bit accumulator of ``params``.
+    """
+    if not isinstance(params, RapporParams):
+        raise InvalidParameterError("params", getattr(params, "name", params), "RapporParams")
+    check_matches(acc, params)
+    t_hat, var = _rappor_bit_arrays(params, _as_bits(acc))
+    return RapporBitEstimate(cohort_reports=acc.cohort_reports.copy(), counts=t_hat, std_errors=np.sqrt(var))
+
+
+def _as_bits(acc: Accumulator) -> BitCountAccumulator:
+    if not isinstance(acc, BitCountAccumulator):  # unreachable after check_matches; narrows the type
+        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
+    return acc
+
+
+def _check_candidates(candidates: Any) -> tuple[str, ...]:
+    if isinstance(candidates, str | bytes) or not isinstance(candidates, Sequence):
+        raise InvalidParameterError("candidates", candidates, "a sequence of candidate strings")
+    cands = tuple(candidates)
+    if not cands:
+        raise InvalidParameterError("candidates", cands, "at least one candidate string")
+    seen: set[str] = set()
+    for c in cands:
+        if not isinstance(c, str):
+            raise InvalidParameterError("candidates", c, "strings only")
+        if c in seen:
+            raise InvalidParameterError("candidates", c, "distinct candidates (this one is repeated)")
+        seen.add(c)
+    return cands
+
+
+@functools.lru_cache(maxsize=8)
+def _design_cached(
+    campaign_id: str, k: int, h: int, m: int, candidates: tuple[str, ...]
+) -> NDArray[np.int64]:
+    # Imported here: the client module is only needed when a dictionary is decoded.
+    from ldp_client.mechanisms.rappor import bloom_positions
+
+    pos = np.empty((len(candidates), m, h), dtype=np.int64)
+    for v, cand in enumerate(candidates):
+        for j in range(m):
+            pos[v, j] = bloom_positions(campaign_id, j, cand, k, h)
+    pos.setflags(write=False)
+    return pos
+
+
+def rappor_design(params: RapporParams, campaign_id: str, candidates: Sequence[str]) -> NDArray[np.int64]:
+    """Bloom positions of every candidate in every cohort: int array (M, m, h), read-only.
+
+    ``X[(j, i), v] = 1`` iff i is in ``rappor_design(...)[v, j]`` (a position may repeat when two
+    hashes collide; the Bloom bit is then set once). Computed with
+    :func:`ldp_client.mechanisms.rappor.bloom_positions` and cached for the last few dictionaries.
+    """
+    if not isinstance(campaign_id, str):
+        raise InvalidParameterError("campaign_id", campaign_id, "a string")
+    return _design_cached(campaign_id, params.k, params.h, params.m, _check_candidates(candidates))
+
+
+def _design_matrix(pos: NDArray[np.int64], k: int, rows_used: NDArray[np.bool_]) -> Any:
+    """Sparse 0/1 design X ((m*k) x M, CSC) from Bloom positions, keeping only cohorts in ``rows_used``."""
+    from scipy import sparse
+
+    M, m, h = pos.shape
+    row = (np.arange(m, dtype=np.int64)[None, :, None] * k + pos).reshape(M, m * h)
+    keep = np.repeat(rows_used, h)
+    row = row[:, keep]
+    col = np.repeat(np.arange(M, dtype=np.int64), row.shape[1])
+    X = sparse.csc_matrix(
+        (np.ones(row.size, dtype=np.float64), (row.ravel(), col)), shape=(m * k, M), dtype=np.float64
+    )
+    X.sum_duplicates()
+    # Two hashes hitting the same bit set it once.
+    X.data[:] = 1.0
+    return X
+
+
+def _name_list(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(s) for s in names[:_MAX_NAMED])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > _MAX_NAMED else "")
+
+
+def _identifiable_inverse(
+    X: Any, G: NDArray[np.float64], candidates: tuple[str, ...], n_rows: int
+) -> NDArray[np.float64]:
+    """G^-1 for the WLS normal matrix G = X' W X, or InvalidParameterError saying why it is singular."""
+    from scipy import linalg
+
+    M = len(candidates)
+    if n_rows < M:
+        raise InvalidParameterError(
+            "candidates",
+            f"{M} candidates",
+            f"at most {n_rows} (cohorts with reports x k bits) candidates can be identified",
+        )
+    # Identical columns: candidates whose Bloom filters agree in every cohort with reports.
+    groups: dict[bytes, list[str]] = {}
+    for v in range(M):
+        key = X.indices[X.indptr[v] : X.indptr[v + 1]].tobytes()
+        groups.setdefault(key, []).append(candidates[v])
+    collisions = [g for g in groups.values() if len(g) > 1]
+    if collisions:
+        desc = "; ".join(_name_list(g) for g in collisions[:_MAX_NAMED])
+        raise InvalidParameterError(
+            "candidates",
+            f"{sum(len(g) for g in collisions)} candidates with identical Bloom filters in every cohort",
+            f"candidates that can be told apart; these collide: {desc} (drop all but one of each group, "
+            "or use more bits, hashes or cohorts)",
+        )
+    # Cholesky of the scaled matrix Gs = D^-1 G D^-1 (unit diagonal). Its pivots are the Schur
+    # complements, whose product is det(Gs): a (numerically) singular Gs fails or leaves a pivot
+    # near zero. Only then run the slower QR with column pivoting, to name the dependent candidates.
+    d = np.sqrt(np.diag(G))
+    Gs = G / d[:, None] / d[None, :]
+    try:
+        chol = linalg.cholesky(Gs, lower=False, check_finite=False)
+        singular = float(np.min(np.diag(chol))) ** 2 <= _RANK_RTOL
+    except linalg.LinAlgError:
+        singular = True
+    if singular:
+        _, R, piv = linalg.qr(Gs, mode="economic", pivoting=True)
+        diag = np.abs(np.diag(R))
+        rank = min(int(np.count_nonzero(diag > _RANK_RTOL * diag[0])), M - 1)
+        dependent = [candidates[i] for i in piv[rank:]]
+        raise InvalidParameterError(
+            "candidates",
+            f"{M} candidates",
+            f"a dictionary whose Bloom columns are linearly independent: only {rank} of {M} are "
+            f"identifiable; these are (nearly) linear combinations of the others: {_name_list(dependent)}",
+        )
+    Gs_inv = linalg.cho_solve((chol, False), np.eye(M), check_finite=False)
+    return np.asarray(Gs_inv / d[:, None] / d[None, :])
+
+
+def estimate_rappor_candidates(
+    params: RapporParams,
+    acc: BitCountAccumulator,
+    *,
+    campaign_id: str,
+    candidates: Sequence[str],
+    confidence: float = 0.95,
+) -> FrequencyEstimate:
+    """Counts of candidate strings from RAPPOR bit counts by weighted least squares.
+
+    Model (CCS 2014 §4): with N_j reports in cohort j, a fraction pi_v of users holding candidate v,
+    and X[(j, i), v] = 1 iff v's Bloom filter in cohort j sets bit i,
+
+        E[c_ij] = N_j (p* + (q* - p*) sum_v pi_v X[(j, i), v]),   i.e.   E[t_ij] = N_j (X pi)_ij
+
+    for the debiased counts t_ij of :func:`estimate_rappor_bits`. pi is estimated by WLS of the debiased
+    bit proportions y_ij = t_ij / N_j on X with weights proportional to N_j, i.e. the inverse variance
+    N_j (q*-p*)^2 / (p*(1-p*)) of a bit no candidate sets (exact for most bits, and within a factor
+    p*(1-p*) / (q*(1-q*)) of it for the rest; 1.15 at RAPPOR's defaults). The normal equations are
+
+        (sum_j N_j X_j' X_j) pi_hat = sum_j X_j' t_j.
+
+    The weights do not depend on the bit counts, so pi_hat is linear in them and exactly unbiased (a
+    plug-in weight r(1-r) per bit would correlate weights with noise). Its covariance is the WLS
+    sandwich G^-1 (X' diag(Var t) X) G^-1 with G the matrix above and Var t_ij = N_j r(1-r)/(q*-p*)^2
+    at the fitted rate r = clamp(p* + (q*-p*) (X pi_hat)_ij, p*, q*) (the §2 bit variance; it includes
+    the randomness of users' cohort assignment). counts = pi_hat * n, std_error = n * SE(pi_hat),
+    interval count +/- z * std_error (normal; pi_hat is a weighted sum of many independent bits).
+
+    This is the unpenalised refit step of RAPPOR decoding; it assumes every reported string is among
+    the candidates (strings outside the dictionary bias the estimates). LASSO selection is separate.
+
+    Raises:
+        InvalidParameterError: empty, non-string or duplicate candidates; a dictionary that is not
+            identifiable (more candidates than cohort-bits with reports, candidates with identical Bloom
+            filters in every cohort, which the message names, or other linear dependence, with the rank).
+        InvalidReportError: ``acc`` is not the (m, k) bit accumulator of ``params``.
+        NoReportsError: the accumulator is empty.
+    """
+    from scipy import sparse
+
+    if not isinstance(params, RapporParams):
+        raise InvalidParameterError("params", getattr(params, "name", params), "RapporParams")
+    z = normal_quantile(confidence)
+    cands = _check_candidates(candidates)
+    check_matches(acc, params)
+    bits = _as_bits(acc)
+    n = bits.n
+    if n == 0:
+        raise NoReportsError(0)
+    pos = rappor_design(params, campaign_id, cands)
+    k = params.k
+    used = bits.cohort_reports > 0
+    X = _design_matrix(pos, k, used)
+    N_row = np.repeat(bits.cohort_reports.astype(np.float64), k)
+    G = np.asarray((X.T @ sparse.diags(N_row) @ X).toarray())
+    G_inv = _identifiable_inverse(X, G, cands, int(used.sum()) * k)
+
+    t_hat, _ = _rappor_bit_arrays(params, bits)
+    pi_hat = G_inv @ (X.T @ t_hat.ravel())
+
+    ps, qs = params.p_star, params.q_star
+    delta = qs - ps
+    r = np.clip(ps + delta * (X @ pi_hat), min(ps, qs), max(ps, qs))
+    var_t = N_row * r * (1.0 - r) / (delta * delta)
+    meat = np.asarray((X.T @ sparse.diags(var_t) @ X).toarray())
+    var_pi = np.einsum("ij,ji->i", G_inv @ meat, G_inv)
+    se_pi = np.sqrt(np.maximum(var_pi, 0.0))
+
+    count = pi_hat * n
+    std_error = se_pi * n
+    res = OracleArrays(
+        count=count, std_error=std_error, ci_low=count - z * std_error, ci_high=count + z * std_error
+    )
+    return FrequencyEstimate(
+        mechanism=params.name,
+        n=n,
+        epsilon=params.epsilon,
+        epsilon_inf=params.epsilon_inf,
+        confidence=float(confidence),
+        items=_items(cands, res, n),
+    )

@@ -1,0 +1,338 @@
+"""The aggregator's application core and its thin gRPC servicers.
+
+:class:`Aggregator` does the work (validate, decode a batch straight into numpy, sum it into a delta
+accumulator, hand it to the store's group commit, answer only after the commit); the servicers only
+translate messages and map errors to status codes, in one place (:func:`_status_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import grpc
+
+from ldp_aggregator.accumulators import Accumulator, accumulator_for, accumulator_from_bytes, add_columns
+from ldp_aggregator.analysis import CampaignEstimate, estimate_campaign, estimate_to_proto
+from ldp_aggregator.store import CampaignRecord, Store, SubmitOutcome
+from ldp_client import wire
+from ldp_client._proto.ldp.v1 import (
+    campaign_pb2,
+    estimates_pb2,
+    reports_pb2,
+    services_pb2,
+    services_pb2_grpc,
+)
+from ldp_client.errors import (
+    BudgetExceededError,
+    CampaignClosedError,
+    CampaignExistsError,
+    CampaignNotFoundError,
+    DomainError,
+    InvalidParameterError,
+    InvalidReportError,
+    LdpError,
+    StoreUnavailableError,
+)
+
+__all__ = [
+    "Aggregator",
+    "AnalystServicer",
+    "CollectorServicer",
+    "decode_accumulator",
+    "info_from_record",
+    "open_store",
+    "zero_accumulator",
+]
+
+log = logging.getLogger("ldp_aggregator")
+
+_T = TypeVar("_T")
+
+# One table from error type to gRPC status; order matters only for subclasses listed before parents.
+_STATUS_BY_ERROR: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (CampaignNotFoundError, grpc.StatusCode.NOT_FOUND),
+    (CampaignExistsError, grpc.StatusCode.ALREADY_EXISTS),
+    (CampaignClosedError, grpc.StatusCode.FAILED_PRECONDITION),
+    (BudgetExceededError, grpc.StatusCode.FAILED_PRECONDITION),
+    (StoreUnavailableError, grpc.StatusCode.UNAVAILABLE),
+    (InvalidParameterError, grpc.StatusCode.INVALID_ARGUMENT),
+    (InvalidReportError, grpc.StatusCode.INVALID_ARGUMENT),
+    (DomainError, grpc.StatusCode.INVALID_ARGUMENT),
+)
+
+
+def _status_for(exc: BaseException) -> grpc.StatusCode:
+    for err_type, code in _STATUS_BY_ERROR:
+        if isinstance(exc, err_type):
+            return code
+    if isinstance(exc, LdpError | ValueError):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    return grpc.StatusCode.INTERNAL
+
+
+async def _call(context: grpc.aio.ServicerContext[Any, Any], work: Awaitable[_T]) -> _T:
+    """Run a handler's work, turning project errors into their status and anything else into INTERNAL."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        code = _status_for(exc)
+        if code is grpc.StatusCode.INTERNAL:
+            log.exception("unexpected error in RPC")
+            await context.abort(code, "internal error (logged on the server)")
+        await context.abort(code, str(exc))
+        raise  # unreachable: abort raises
+
+
+def info_from_record(record: CampaignRecord) -> wire.CampaignInfo:
+    """The campaign a stored record describes (the record's blob is its ``Campaign`` message)."""
+    msg = campaign_pb2.Campaign.FromString(record.params_blob)
+    info = wire.campaign_from_proto(msg)
+    return wire.CampaignInfo(
+        campaign_id=info.campaign_id,
+        params=info.params,
+        description=info.description,
+        candidates=info.candidates,
+        created_unix_ms=record.created_unix_ms,
+        closed=record.closed,
+    )
+
+
+def decode_accumulator(record: CampaignRecord, blob: bytes) -> Accumulator:
+    """Store callback: a campaign's accumulator from its stored bytes."""
+    del record  # the blob is self-describing (kind and shape in its header)
+    return accumulator_from_bytes(blob)
+
+
+def zero_accumulator(record: CampaignRecord) -> Accumulator:
+    """Store callback: the empty accumulator of a new campaign."""
+    return accumulator_for(info_from_record(record).params)
+
+
+def open_store(path: str, *, retain_raw: bool = True, read_only: bool = False) -> Store:
+    """The aggregator's store at ``path`` (created with its directory if missing, unless read-only).
+
+    ``read_only`` opens a snapshot that can be read while a server holds the database for writing.
+    """
+    return Store.open(
+        path,
+        retain_raw=retain_raw,
+        read_only=read_only,
+        decode_accumulator=decode_accumulator,
+        zero_accumulator=zero_accumulator,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Campaign:
+    info: wire.CampaignInfo
+    record: CampaignRecord
+
+
+class Aggregator:
+    """Campaigns, ingestion and estimates over a :class:`Store`; independent of gRPC."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self._clock = clock
+        self._cache: dict[str, _Campaign] = {}
+
+    def _campaign(self, campaign_id: str) -> _Campaign:
+        record = self.store.get_campaign(campaign_id)  # raises CampaignNotFoundError
+        cached = self._cache.get(campaign_id)
+        if cached is None or cached.record != record:
+            cached = _Campaign(info_from_record(record), record)
+            self._cache[campaign_id] = cached
+        return cached
+
+    def create_campaign(self, msg: campaign_pb2.Campaign) -> campaign_pb2.Campaign:
+        """Validate and store a new campaign; returns it as stored (epsilons and creation time filled)."""
+        info = wire.campaign_from_proto(msg)
+        created = int(self._clock() * 1000)
+        stored = wire.campaign_to_proto(
+            campaign_id=info.campaign_id,
+            params=info.params,
+            description=info.description,
+            candidates=info.candidates,
+            created_unix_ms=created,
+        )
+        self.store.create_campaign(
+            CampaignRecord(
+                campaign_id=info.campaign_id,
+                mechanism=info.params.name,
+                params_blob=stored.SerializeToString(),
+                description=info.description,
+                created_unix_ms=created,
+            )
+        )
+        return stored
+
+    def get_campaign(self, campaign_id: str) -> campaign_pb2.Campaign:
+        return self.campaign_message(self._campaign(campaign_id).info)
+
+    @staticmethod
+    def campaign_message(info: wire.CampaignInfo) -> campaign_pb2.Campaign:
+        return wire.campaign_to_proto(
+            campaign_id=info.campaign_id,
+            params=info.params,
+            description=info.description,
+            candidates=info.candidates,
+            created_unix_ms=info.created_unix_ms,
+            closed=info.closed,
+        )
+
+    def list_campaigns(self) -> list[campaign_pb2.Campaign]:
+        return [self.campaign_message(info_from_record(r)) for r in self.store.list_campaigns()]
+
+    def _prepare(
+        self, campaign_id: str, decode: Callable[[wire.CampaignInfo], Any]
+    ) -> tuple[Accumulator, int]:
+        campaign = self._campaign(campaign_id)
+        if campaign.info.closed:
+            raise CampaignClosedError(campaign_id)
+        columns = decode(campaign.info)
+        delta = accumulator_for(campaign.info.params)
+        add_columns(delta, campaign.info.params, columns)
+        return delta, delta.n
+
+    async def submit_batch(self, msg: reports_pb2.ReportBatch, raw: bytes | None = None) -> SubmitOutcome:
+        """Validate, decode and durably add one batch; returns after its transaction committed."""
+        delta, n = self._prepare(
+            msg.campaign_id,
+            lambda info: wire.batch_from_proto(msg, info.params, campaign_id=info.campaign_id),
+        )
+        payload = raw if raw is not None else msg.SerializeToString()
+        return await self.store.submit_async(
+            msg.campaign_id, msg.batch_id, n, delta, payload if self.store.retain_raw else None
+        )
+
+    async def submit_report(self, msg: reports_pb2.Report) -> SubmitOutcome:
+        """One device report, idempotent by its ``report_id`` (stored as a batch of one)."""
+        if not msg.report_id:
+            raise InvalidReportError("report_id", msg.report_id, "a non-empty client-chosen id")
+        delta, n = self._prepare(
+            msg.campaign_id,
+            lambda info: wire.report_from_proto(msg, info.params, campaign_id=info.campaign_id),
+        )
+        payload = msg.SerializeToString() if self.store.retain_raw else None
+        return await self.store.submit_async(msg.campaign_id, "r:" + msg.report_id, n, delta, payload)
+
+    def estimate(
+        self, campaign_id: str, *, candidates: Sequence[str] = (), confidence: float = 0.95
+    ) -> CampaignEstimate:
+        campaign = self._campaign(campaign_id)
+        return estimate_campaign(
+            campaign.info,
+            # The store holds exactly what decode_accumulator / zero_accumulator made.
+            cast(Accumulator, self.store.accumulator(campaign_id)),
+            candidates=candidates,
+            confidence=confidence,
+        )
+
+
+class CollectorServicer(services_pb2_grpc.CollectorServicer):
+    """``ldp.v1.Collector``: what devices call."""
+
+    def __init__(self, aggregator: Aggregator) -> None:
+        self._agg = aggregator
+
+    async def GetCampaign(  # noqa: N802 (gRPC method name)
+        self, request: services_pb2.GetCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> campaign_pb2.Campaign:
+        async def work() -> campaign_pb2.Campaign:
+            return self._agg.get_campaign(request.campaign_id)
+
+        return await _call(context, work())
+
+    async def Submit(  # noqa: N802
+        self, request: reports_pb2.ReportBatch, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> reports_pb2.SubmitResponse:
+        async def work() -> reports_pb2.SubmitResponse:
+            out = await self._agg.submit_batch(request)
+            return reports_pb2.SubmitResponse(
+                batch_id=request.batch_id, duplicate=out.duplicate, accepted=out.accepted
+            )
+
+        return await _call(context, work())
+
+    async def SubmitStream(  # noqa: N802
+        self,
+        request_iterator: AsyncIterator[reports_pb2.ReportBatch],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> reports_pb2.SubmitStreamResponse:
+        async def work() -> reports_pb2.SubmitStreamResponse:
+            # Batches are validated and committed one after another; a bad batch ends the stream with
+            # its error, and every batch before it stays committed (the client resends the rest by id).
+            batches = accepted = duplicates = 0
+            async for batch in request_iterator:
+                out = await self._agg.submit_batch(batch)
+                batches += 1
+                accepted += out.accepted
+                duplicates += int(out.duplicate)
+            return reports_pb2.SubmitStreamResponse(batches=batches, accepted=accepted, duplicates=duplicates)
+
+        return await _call(context, work())
+
+    async def SubmitReport(  # noqa: N802
+        self, request: reports_pb2.Report, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> reports_pb2.SubmitResponse:
+        async def work() -> reports_pb2.SubmitResponse:
+            out = await self._agg.submit_report(request)
+            return reports_pb2.SubmitResponse(
+                batch_id=request.report_id, duplicate=out.duplicate, accepted=out.accepted
+            )
+
+        return await _call(context, work())
+
+
+class AnalystServicer(services_pb2_grpc.AnalystServicer):
+    """``ldp.v1.Analyst``: what operators and analysts call."""
+
+    def __init__(self, aggregator: Aggregator) -> None:
+        self._agg = aggregator
+
+    async def CreateCampaign(  # noqa: N802
+        self, request: services_pb2.CreateCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> campaign_pb2.Campaign:
+        async def work() -> campaign_pb2.Campaign:
+            return self._agg.create_campaign(request.campaign)
+
+        return await _call(context, work())
+
+    async def GetCampaign(  # noqa: N802
+        self, request: services_pb2.GetCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> campaign_pb2.Campaign:
+        async def work() -> campaign_pb2.Campaign:
+            return self._agg.get_campaign(request.campaign_id)
+
+        return await _call(context, work())
+
+    async def ListCampaigns(  # noqa: N802
+        self, request: services_pb2.ListCampaignsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> services_pb2.ListCampaignsResponse:
+        async def work() -> services_pb2.ListCampaignsResponse:
+            return services_pb2.ListCampaignsResponse(campaigns=self._agg.list_campaigns())
+
+        return await _call(context, work())
+
+    async def GetEstimate(  # noqa: N802
+        self, request: estimates_pb2.EstimateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> estimates_pb2.EstimateResponse:
+        async def work() -> estimates_pb2.EstimateResponse:
+            confidence = request.confidence or 0.95
+            # Estimation can take a while (candidate regression): keep the event loop free for ingest.
+            est = await asyncio.to_thread(
+                self._agg.estimate,
+                request.campaign_id,
+                candidates=tuple(request.candidates),
+                confidence=confidence,
+            )
+            return estimate_to_proto(est)
+
+        return await _call(context, work())

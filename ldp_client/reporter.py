@@ -1,0 +1,1399 @@
+"""The on-device reporter: fetch a campaign, check its privacy cost, encode, batch, send, never lose a report.
+
+Usage::
+
+    with Reporter("collector.example:443", "app-usage-2025", max_epsilon=2.0, state_dir=app_state_dir,
+                  channel_credentials=grpc.ssl_channel_credentials(),
+                  metadata=[("authorization", f"Bearer {token}")]) as reporter:
+        reporter.report("settings-page")        # returns at once; no network, no fsync
+        ...
+        reporter.flush(timeout=10.0)            # optional: wait until everything is acknowledged
+
+Threading model
+    One background daemon thread does every network call (synchronous gRPC API, used through futures so
+    the thread never blocks on a call and can keep journaling and sealing while a call is in flight) and
+    every disk write. :meth:`Reporter.report` only validates and encodes the value with the mechanism's
+    per-report encoder (OS CSPRNG) and appends the encoded report to an in-memory list under a short lock;
+    it never performs network I/O, disk I/O or ``fsync``, and is safe to call from many threads. An app
+    that exits without :meth:`Reporter.close` loses nothing journaled (see the outbox below). This module
+    imports grpc and numpy (it is not a per-report encoder; the encoders it uses do not need numpy).
+
+Campaign check (the rule)
+    After ``GetCampaign`` the reporter recomputes epsilon from the campaign's parameters with the same
+    code the encoders use (:mod:`ldp_client.params`; the server-filled ``Campaign.epsilon`` is ignored) and
+    refuses the campaign -- :class:`~ldp_client.errors.BudgetExceededError`, nothing is encoded or sent,
+    values already queued are discarded, and every later :meth:`Reporter.report` raises it -- when
+
+    * ``params.epsilon > max_epsilon``. ``params.epsilon`` is the privacy loss of ONE report: for rr
+      (Warner) and grr (Kairouz et al., ICML 2016) the epsilon of the channel, for the RAPPOR variants
+      eps_1 (Erlingsson et al., CCS 2014, §4: one report of PRR + IRR). rr and grr draw fresh noise per
+      report, so n reports of one value cost n * epsilon by sequential composition; bounding the cost of
+      each report is what the app can enforce here, and the app controls how many it sends.
+    * ``max_epsilon_inf`` is set and ``wire.epsilon_inf(params) > max_epsilon_inf``. epsilon_inf is the
+      longitudinal bound: RAPPOR memoizes the permanent randomized response per (client secret, campaign,
+      value), so any number of reports of one unchanging value reveal at most eps_inf = 2 h ln((1 - f/2) /
+      (f/2)) (CCS 2014, Theorem 1). It is a bound per distinct value, not over the user's whole history
+      of changing values. rr and grr have no such bound (+inf), so setting ``max_epsilon_inf`` refuses
+      them: use it when the app must cap what repeated reporting can ever reveal.
+
+    A campaign that is closed (``Campaign.closed``, or ``FAILED_PRECONDITION`` from ``Submit``) stops the
+    reporter with :class:`~ldp_client.errors.CampaignClosedError`; an unknown one with
+    :class:`~ldp_client.errors.CampaignNotFoundError`; a mechanism this client does not implement with
+    :class:`~ldp_client.errors.InvalidParameterError`. Every other ``GetCampaign`` failure
+    (``UNAVAILABLE``, deadline, authentication, ...) is retried with the backoff below while values wait.
+
+Values reported before the campaign is known
+    They wait in a bounded in-memory queue only (``max_pending``): a raw value is never written to disk and
+    never logged. When the campaign arrives they are encoded in order. A value that turns out not to be in
+    the campaign's domain is then dropped with a logged warning (naming its type, never the value) and
+    counted in ``stats().dropped_invalid``: the call that reported it has long returned. Once the campaign
+    is known, :meth:`Reporter.report` raises :class:`~ldp_client.errors.DomainError` synchronously instead.
+    A full queue drops new values (``stats().dropped_overflow``) rather than block the app.
+
+Batching
+    Encoded reports accumulate in the current *segment*. A segment is sealed into a batch when it holds
+    ``batch_size`` reports (fewer if the batch would exceed ``max_batch_bytes``; gRPC's default limit is
+    4 MiB), when its oldest report is ``max_batch_age_s`` old, or on :meth:`Reporter.flush` /
+    :meth:`Reporter.close`. The batch id is drawn when the segment opens: a uuid4 from ``os.urandom``.
+
+Durable outbox (``<state_dir>/outbox/<sha256(campaign_id)[:32]>/``)
+    ``journal``
+        The open segment: length-prefixed, checksummed records appended (one ``write`` of one record per
+        group of reports the background thread drains, no ``fsync``; the thread drains within
+        milliseconds of ``report()``). The bytes are in the OS page cache once ``write`` returns, so they
+        survive the app being killed (not a power loss: that is what sealed batches are for). Record:
+        ``u32 length | u32 crc32(payload) | payload``, little-endian; payload ``0x01 | u8 len | batch id |
+        Campaign`` (the first record: the segment's batch id and the parameters the reports were encoded
+        with) or ``0x02 | rows`` (a group of fixed-size report rows -- rr: 1 byte 0/1; grr: u32 index;
+        rappor: u32 cohort + ceil(k/8) bytes; basic and boolean RAPPOR: ceil(k/8) bytes; bit order as on
+        the wire). Reading stops at the first short or corrupt record, so a torn tail is ignored. Sealing
+        turns the rows into batch columns with numpy (no Python loop per report). A report is safe from an
+        app kill once journaled (``stats().journaled``); until then, normally a few milliseconds, it is
+        only in memory. Only randomized reports are ever written: the outbox holds no true value.
+    ``<time_ns>-<batch id>.batch``
+        A sealed batch: the serialized ``ReportBatch``, written to a temporary file, ``fsync``-ed, renamed
+        into place and the directory ``fsync``-ed BEFORE it is sent; only then is the journal removed.
+        Deleted after the server acknowledges it (new or duplicate).
+    ``rejected/``
+        Batches the server refused permanently, each with a ``.error`` note (code and message).
+    ``lock``
+        An exclusive ``flock`` (POSIX): two reporters never share an outbox.
+
+    On start, sealed batches and the journal left by an earlier run are recovered and sent first, with
+    their original batch ids; the server counts a batch id at most once, so a batch that was sent just
+    before a crash is acknowledged as a duplicate, never counted twice. A journal whose batch id already
+    has a sealed file (a crash between sealing and removing the journal) is dropped; a journal that
+    reappears after a power loss although its batch was sent is sealed with the same id and acknowledged
+    as a duplicate. Recovered batches are sent only after the campaign passes the check above.
+
+Status codes of ``Submit`` (``docs/wire-protocol.md``)
+    =====================================  ==================================================================
+    ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``,  retried with the SAME batch id, exponential backoff with jitter,
+    ``ABORTED``, ``CANCELLED``               without limit (the batch stays in the outbox across restarts)
+    ``UNAUTHENTICATED``,                     retried likewise and logged as errors: the batch is fine, the
+    ``PERMISSION_DENIED``                    credentials are not (fixed by a restart with new ones)
+    ``RESOURCE_EXHAUSTED``                   message too large: split into two halves with NEW ids if no
+                                             earlier attempt could have been committed; otherwise retried
+                                             with the same id, at most 5 attempts, then rejected
+    ``INTERNAL``, ``UNKNOWN``, others        retried at most 5 attempts (a poison batch), then rejected
+    ``INVALID_ARGUMENT``, ``OUT_OF_RANGE``,  permanent: moved to ``rejected/``, never retried
+    ``UNIMPLEMENTED``, ``ALREADY_EXISTS``
+    ``NOT_FOUND``, ``FAILED_PRECONDITION``   permanent, and the campaign is gone or closed: the reporter
+                                             stops (other outbox files stay where they are)
+    =====================================  ==================================================================
+
+    Backoff: attempt a waits ``min(max_retry_delay_s, initial_retry_delay_s * 2**a) * (1 + u) / 2`` with u
+    uniform in [0, 1) from ``secrets`` (equal jitter: never an immediate retry, no synchronized herds).
+
+Authentication and TLS: pass ``channel_credentials`` (for example ``grpc.ssl_channel_credentials()``)
+and ``metadata`` (for example ``[("authorization", "Bearer ...")]``, sent with every call), or inject a
+ready ``channel``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import secrets
+import struct
+import sys
+import threading
+import time
+import uuid
+import zlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, NoReturn
+
+import grpc
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from ldp_client import wire
+from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client.errors import (
+    BudgetExceededError,
+    CampaignClosedError,
+    CampaignNotFoundError,
+    DomainError,
+    InvalidParameterError,
+    InvalidReportError,
+    LdpError,
+    StateFileError,
+)
+from ldp_client.mechanisms.grr import GRREncoder
+from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
+from ldp_client.mechanisms.rr import BinaryRREncoder
+from ldp_client.params import (
+    BasicRapporParams,
+    BinaryRRParams,
+    BooleanRapporParams,
+    GRRParams,
+    MechanismParams,
+    RapporParams,
+)
+from ldp_client.secret import ClientSecret
+
+if sys.platform != "win32":
+    import fcntl
+
+__all__ = [
+    "Reporter",
+    "ReporterClosedError",
+    "ReporterError",
+    "ReporterStats",
+]
+
+logger = logging.getLogger(__name__)
+
+_JOURNAL: Final = "journal"
+_LOCK: Final = "lock"
+_REJECTED: Final = "rejected"
+_BATCH_SUFFIX: Final = ".batch"
+_TMP_PREFIX: Final = ".tmp-"
+_RECORD_HEADER: Final = struct.Struct("<II")  # payload length, crc32(payload)
+_KIND_SEGMENT: Final = 0x01
+_KIND_REPORTS: Final = 0x02
+_REPORTS_PREFIX: Final = bytes([_KIND_REPORTS])
+# INTERNAL/UNKNOWN may be a poison batch: retry a few times, then reject rather than retry forever.
+_MAX_LIMITED_ATTEMPTS: Final = 5
+_DEFAULT_MAX_BATCH_BYTES: Final = 4_000_000  # below gRPC's default 4 MiB receive limit, with room for framing
+_BATCH_OVERHEAD_BYTES: Final = 1024  # ids, count and protobuf tags of a ReportBatch, generously
+
+_RETRY: Final = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+_AUTH: Final = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
+_PERMANENT: Final = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    }
+)
+# After one of these the batch may have been committed although the client saw no answer.
+_AMBIGUOUS: Final = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+State = Literal["starting", "running", "stopped", "closed"]
+
+
+class ReporterError(LdpError):
+    """The reporter stopped because of an unexpected internal error (see the log)."""
+
+
+class ReporterClosedError(ReporterError):
+    """:meth:`Reporter.report` was called after :meth:`Reporter.close`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReporterStats:
+    """A snapshot of a reporter's counters (this run only, except ``recovered_*``).
+
+    Attributes:
+        state: ``starting`` (fetching the campaign), ``running``, ``stopped`` (refused, closed or not-found
+            campaign, or an internal error: see ``last_error``) or ``closed``.
+        reported: values accepted by :meth:`Reporter.report`.
+        encoded: values encoded (on the app thread, or later for values reported before the campaign).
+        dropped_invalid: values reported before the campaign was known that are not in its domain.
+        dropped_overflow: values dropped because ``max_pending`` values were already waiting.
+        discarded: values dropped from memory because the reporter stopped or closed before the campaign
+            was known (never written anywhere).
+        journaled: encoded reports written to the outbox journal.
+        sealed_batches: batches sealed in this run.
+        sent_batches: batches acknowledged by the server (new or duplicate).
+        sent_reports: reports the server newly counted (sum of ``SubmitResponse.accepted``).
+        duplicate_batches: acknowledgements with ``duplicate = true`` (nothing counted twice).
+        retries: failed send attempts that were retried.
+        rejected_batches: batches moved to ``rejected/`` (permanent errors).
+        recovered_batches: batches found in the outbox at start (sealed files and the journal).
+        recovered_reports: reports in those batches.
+        pending_reports: reports not yet acknowledged or rejected (raw, encoded, journaled or sealed).
+        pending_batches: sealed batches waiting to be sent (including one in flight).
+        last_error: the error that stopped the reporter, or the last send error, as text.
+    """
+
+    state: State
+    reported: int
+    encoded: int
+    dropped_invalid: int
+    dropped_overflow: int
+    discarded: int
+    journaled: int
+    sealed_batches: int
+    sent_batches: int
+    sent_reports: int
+    duplicate_batches: int
+    retries: int
+    rejected_batches: int
+    recovered_batches: int
+    recovered_reports: int
+    pending_reports: int
+    pending_batches: int
+    last_error: str | None
+
+
+class _StopThreadError(Exception):
+    """Internal: leave the background loop (the reason, if any, is in ``Reporter._error``)."""
+
+
+@dataclass(slots=True)
+class _Counters:
+    reported: int = 0
+    encoded: int = 0
+    dropped_invalid: int = 0
+    dropped_overflow: int = 0
+    discarded: int = 0
+    journaled: int = 0
+    sealed_batches: int = 0
+    sent_batches: int = 0
+    sent_reports: int = 0
+    duplicate_batches: int = 0
+    retries: int = 0
+    rejected_batches: int = 0
+    recovered_batches: int = 0
+    recovered_reports: int = 0
+    segment_reports: int = 0
+    queued_reports: int = 0
+    queued_batches: int = 0
+
+
+@dataclass(slots=True)
+class _Batch:
+    path: Path
+    batch_id: str
+    count: int
+    fresh: int  # reports of this run, for flush accounting (0 for recovered batches)
+    ambiguous: bool  # may already be committed: recovered, or an attempt ended without a definite answer
+    limited_failures: int = 0
+
+
+@dataclass(slots=True)
+class _Segment:
+    batch_id: str
+    chunks: list[bytes]  # journal rows, as written
+    count: int
+    started: float  # time.monotonic() of its first report
+    fd: int
+
+
+def _check_positive(field: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidParameterError(field, value, "a finite number > 0")
+    return float(value)
+
+
+def _check_optional_positive(field: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidParameterError(field, value, "a finite number > 0, or None")
+    return float(value)
+
+
+def _check_int(field: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidParameterError(field, value, f"an integer in [{lo}, {hi}]")
+    return value
+
+
+def _new_batch_id() -> str:
+    # uuid4 from the OS CSPRNG explicitly (uuid.uuid4 also uses os.urandom; this makes it visible).
+    return uuid.UUID(bytes=os.urandom(16), version=4).hex
+
+
+def _fsync_dir(d: Path) -> None:
+    # Durability of a rename or new entry; unsupported on some platforms (Windows), hence best effort.
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_durable(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``directory/name`` atomically and durably: temp file, fsync, rename, fsync the directory."""
+    final = directory / name
+    tmp = directory / f"{_TMP_PREFIX}{name}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    _fsync_dir(directory)
+    return final
+
+
+def _record(payload: bytes) -> bytes:
+    return _RECORD_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _read_records(data: bytes) -> tuple[list[bytes], int]:
+    """Complete, checksummed records of a journal, and the number of trailing bytes ignored (torn tail)."""
+    records: list[bytes] = []
+    pos = 0
+    size = len(data)
+    while pos + _RECORD_HEADER.size <= size:
+        length, crc = _RECORD_HEADER.unpack_from(data, pos)
+        start = pos + _RECORD_HEADER.size
+        end = start + length
+        if length == 0 or end > size:
+            break
+        payload = data[start:end]
+        if zlib.crc32(payload) != crc:
+            break
+        records.append(payload)
+        pos = end
+    return records, size - pos
+
+
+def _row_bytes(params: MechanismParams) -> int:
+    """Bytes of one report in the journal, and an upper bound on what it adds to a ReportBatch."""
+    if isinstance(params, BinaryRRParams):
+        return 1
+    if isinstance(params, GRRParams):
+        return 4
+    if isinstance(params, RapporParams):
+        return 4 + params.num_bytes
+    return params.num_bytes
+
+
+def _row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
+    """The fixed-size journal row of one encoder output (layout in the module docstring)."""
+    if isinstance(params, BinaryRRParams):
+        return lambda r: b"\x01" if r else b"\x00"
+    if isinstance(params, GRRParams):
+        return lambda r: r.to_bytes(4, "little")
+    nbytes = params.num_bytes
+    if isinstance(params, RapporParams):
+        return lambda r: r.cohort.to_bytes(4, "little") + r.bits.to_bytes(nbytes, "little")
+    return lambda r: r.to_bytes(nbytes, "little")
+
+
+def _columns(params: MechanismParams, rows: bytes) -> wire.ColumnsLike:
+    """Batch columns (``ldp_client.wire``) from concatenated journal rows, vectorised (no loop per report).
+
+    Values are range-checked afterwards by :func:`wire.batch_to_proto`; only what it cannot see (the row
+    length, and rr rows other than 0/1) is checked here.
+
+    Raises:
+        InvalidReportError: the rows do not fit ``params``.
+    """
+    size = _row_bytes(params)
+    if not rows or len(rows) % size:
+        raise InvalidReportError("len(journal rows)", len(rows), f"a positive multiple of {size} bytes")
+    n = len(rows) // size
+    arr = np.frombuffer(rows, dtype=np.uint8)
+    if isinstance(params, BinaryRRParams):
+        if int(arr.max()) > 1:
+            raise InvalidReportError("journal rr row", int(arr.max()), "0 or 1")
+        return arr.astype(np.bool_)
+    if isinstance(params, GRRParams):
+        return arr.view("<u4").astype(np.int64)
+    table = arr.reshape(n, size)
+    if isinstance(params, RapporParams):
+        cohorts = np.ascontiguousarray(table[:, :4]).view("<u4").reshape(n)
+        return cohorts, np.ascontiguousarray(table[:, 4:])
+    return table
+
+
+def _segment_header(campaign_id: str, batch_id: str, params: MechanismParams) -> bytes:
+    bid = batch_id.encode("ascii")
+    campaign = wire.campaign_to_proto(campaign_id=campaign_id, params=params).SerializeToString()
+    return bytes([_KIND_SEGMENT, len(bid)]) + bid + campaign
+
+
+def _parse_segment_header(payload: bytes) -> tuple[str, wire.CampaignInfo]:
+    """(batch id, campaign) of a journal's first record; InvalidReportError/InvalidParameterError if bad."""
+    if len(payload) < 2 or payload[0] != _KIND_SEGMENT or len(payload) < 2 + payload[1]:
+        raise InvalidReportError("journal header", payload[:2].hex(), "a segment header record")
+    n = payload[1]
+    try:
+        batch_id = payload[2 : 2 + n].decode("ascii")
+        msg = campaign_pb2.Campaign.FromString(payload[2 + n :])
+    except (UnicodeDecodeError, DecodeError) as exc:
+        raise InvalidReportError("journal header", f"<{len(payload)} bytes>", "a segment header") from exc
+    if not 1 <= len(batch_id) <= wire.MAX_ID_LENGTH:
+        raise InvalidReportError("journal batch id", batch_id, f"1 to {wire.MAX_ID_LENGTH} characters")
+    return batch_id, wire.campaign_from_proto(msg)
+
+
+def _backoff(attempt: int, initial: float, cap: float) -> float:
+    base = min(cap, initial * 2.0 ** min(attempt, 60))
+    return base * (1.0 + secrets.randbits(32) / 2.0**32) / 2.0
+
+
+def _status(exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
+    if isinstance(exc, grpc.RpcError):
+        return exc.code(), str(exc.details() or "")
+    return grpc.StatusCode.UNKNOWN, repr(exc)
+
+
+class Reporter:
+    """Sends a campaign's randomized reports from an app, durably and without blocking it.
+
+    See the module docstring for the campaign check, the outbox and the retry rules.
+
+    Args:
+        target: the collector's address (``host:port``), used unless ``channel`` is given.
+        campaign_id: the campaign to report to.
+        max_epsilon: the largest per-report epsilon the app accepts (finite, > 0).
+        max_epsilon_inf: if set, the largest longitudinal epsilon (eps_inf) the app accepts; mechanisms
+            without such a bound (rr, grr) are then refused.
+        state_dir: directory for the outbox (and the default client secret file ``state_dir/secret``).
+        secret: the client secret for RAPPOR campaigns; default ``ClientSecret.load_or_create(state_dir /
+            "secret")``, loaded only when the campaign is a RAPPOR variant (an rr/grr app never creates it).
+        batch_size: reports per batch (1 to 1,000,000).
+        max_batch_age_s: a batch is sealed when its oldest report is this old.
+        initial_retry_delay_s: first retry delay; doubles per consecutive failure.
+        max_retry_delay_s: cap on the retry delay (also gRPC's reconnect backoff cap).
+        rpc_timeout_s: deadline of each RPC.
+        max_pending: bound on values waiting in memory (before the campaign is known, or before the
+            background thread journals them); beyond it new values are dropped and counted.
+        max_batch_bytes: upper bound on a batch message's size; batches are sealed smaller if needed.
+        channel_credentials: TLS credentials for the channel (None: plaintext); ignored with ``channel``.
+        metadata: ``(key, value)`` pairs sent with every call, e.g. an ``authorization`` token.
+        channel: a ready gRPC channel (tests, custom options). It is not closed by :meth:`close`.
+
+    Raises:
+        InvalidParameterError: an argument out of range.
+        StateFileError: the outbox cannot be created, or another reporter holds it.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        campaign_id: str,
+        *,
+        max_epsilon: float,
+        state_dir: str | os.PathLike[str],
+        max_epsilon_inf: float | None = None,
+        secret: ClientSecret | None = None,
+        batch_size: int = 1000,
+        max_batch_age_s: float = 5.0,
+        initial_retry_delay_s: float = 0.2,
+        max_retry_delay_s: float = 30.0,
+        rpc_timeout_s: float = 10.0,
+        max_pending: int = 100_000,
+        max_batch_bytes: int = _DEFAULT_MAX_BATCH_BYTES,
+        channel_credentials: grpc.ChannelCredentials | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        channel: grpc.Channel | None = None,
+    ) -> None:
+        if not isinstance(campaign_id, str) or not 1 <= len(campaign_id) <= wire.MAX_ID_LENGTH:
+            raise InvalidParameterError(
+                "campaign_id", campaign_id, f"a string of 1 to {wire.MAX_ID_LENGTH} characters"
+            )
+        if channel is None and (not isinstance(target, str) or not target):
+            raise InvalidParameterError("target", target, "a non-empty 'host:port' string")
+        self._max_epsilon = _check_positive("max_epsilon", max_epsilon)
+        self._max_epsilon_inf = _check_optional_positive("max_epsilon_inf", max_epsilon_inf)
+        if secret is not None and not isinstance(secret, ClientSecret):
+            raise InvalidParameterError("secret", type(secret).__name__, "a ClientSecret or None")
+        self._batch_size = _check_int("batch_size", batch_size, 1, 1_000_000)
+        self._max_age = _check_positive("max_batch_age_s", max_batch_age_s)
+        self._initial_delay = _check_positive("initial_retry_delay_s", initial_retry_delay_s)
+        self._max_delay = _check_positive("max_retry_delay_s", max_retry_delay_s)
+        if self._initial_delay > self._max_delay:
+            raise InvalidParameterError(
+                "initial_retry_delay_s",
+                initial_retry_delay_s,
+                f"at most max_retry_delay_s={max_retry_delay_s}",
+            )
+        self._rpc_timeout = _check_positive("rpc_timeout_s", rpc_timeout_s)
+        self._max_pending = _check_int("max_pending", max_pending, 1, 1 << 40)
+        self._max_batch_bytes = _check_int("max_batch_bytes", max_batch_bytes, 4096, 1 << 31)
+        if channel_credentials is not None and not isinstance(channel_credentials, grpc.ChannelCredentials):
+            raise InvalidParameterError(
+                "channel_credentials", type(channel_credentials).__name__, "a grpc.ChannelCredentials or None"
+            )
+        md = tuple(metadata)
+        for i, pair in enumerate(md):
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+                raise InvalidParameterError(f"metadata[{i}]", pair, "a (key, value) tuple of strings")
+            if pair[0] != pair[0].lower():
+                raise InvalidParameterError(f"metadata[{i}]", pair[0], "a lower-case key (gRPC requires it)")
+        self._metadata = md
+        self.campaign_id = campaign_id
+        self._state_dir = Path(state_dir)
+        self._secret = secret
+
+        digest = hashlib.sha256(campaign_id.encode("utf-8")).hexdigest()[:32]
+        self._dir = self._state_dir / "outbox" / digest
+        self._rejected_dir = self._dir / _REJECTED
+        self._lock_fd = self._open_outbox()
+
+        if channel is None:
+            options = [
+                ("grpc.max_reconnect_backoff_ms", max(100, int(self._max_delay * 1000))),
+                ("grpc.initial_reconnect_backoff_ms", max(100, int(self._initial_delay * 1000))),
+            ]
+            if channel_credentials is not None:
+                channel = grpc.secure_channel(target, channel_credentials, options=options)
+            else:
+                channel = grpc.insecure_channel(target, options=options)
+            self._owns_channel = True
+        else:
+            self._owns_channel = False
+        self._channel = channel
+        self._stub = services_pb2_grpc.CollectorStub(channel)
+
+        # Shared state, guarded by _cond's lock.
+        self._cond = threading.Condition(threading.Lock())
+        self._raw: deque[Any] = deque()
+        self._encoded: list[Any] = []
+        self._encode: Callable[[Any], Any] | None = None
+        self._error: LdpError | None = None
+        self._last_error: str | None = None
+        self._closed = False
+        self._stop_req = False
+        self._close_deadline: float | None = None
+        self._close_result: bool | None = None
+        self._wakeup = False
+        self._accepted = 0  # values accepted by report() in this run
+        self._finished = 0  # of those, how many reached a terminal state (acknowledged, rejected, invalid)
+        self._flush_gen = 0  # incremented by each flush(): the thread seals the open segment once per call
+        self._recovery_done = False
+        self._recovered_pending = 0  # recovered batches not yet acknowledged or rejected
+        self._thread_done = False
+        self._state: State = "starting"
+        self._c = _Counters()
+        self._warned_overflow = False
+        self._warned_invalid = False
+
+        # Owned by the background thread.
+        self._params: MechanismParams | None = None
+        self._pack: Callable[[Any], bytes] = bytes  # replaced by _row_packer(params)
+        self._cap = self._batch_size
+        self._segment: _Segment | None = None
+        self._queue: deque[_Batch] = deque()
+        self._inflight: tuple[_Batch, grpc.Future[reports_pb2.SubmitResponse], threading.Event] | None = None
+        self._next_attempt_at = 0.0
+        self._failures = 0  # consecutive failed attempts, for the backoff
+        # Flush generation the main loop has acted on. It starts at 0 and the loop starts only once the
+        # campaign is known, so a flush() made while values waited for the campaign still seals them.
+        self._flush_gen_seen = 0
+
+        self.campaign: wire.CampaignInfo | None = None
+        """The campaign once fetched and accepted (None before, or if refused)."""
+
+        self._thread = threading.Thread(target=self._run, name=f"ldp-reporter-{digest[:8]}", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------------------ public
+
+    @property
+    def outbox_dir(self) -> Path:
+        """This campaign's outbox directory."""
+        return self._dir
+
+    def report(self, value: Any) -> None:
+        """Queue one value; returns at once (no network, no disk I/O).
+
+        The value is encoded here with the campaign's per-report encoder (OS CSPRNG) once the campaign is
+        known; before that it waits in memory (see the module docstring).
+
+        Raises:
+            DomainError: the campaign is known and ``value`` is not in its domain.
+            BudgetExceededError: the campaign was refused (its epsilon exceeds the app's maximum).
+            CampaignClosedError, CampaignNotFoundError: the campaign is closed or unknown.
+            InvalidParameterError: the campaign's mechanism or parameters are unsupported.
+            StateFileError: the outbox or the client secret could not be written or read.
+            ReporterClosedError: :meth:`close` was called.
+        """
+        # _encode is set once (never unset); reading it without the lock is safe, and the state is checked
+        # under the lock before the report is queued, so the common path takes the lock once.
+        encode = self._encode
+        if encode is None:
+            with self._cond:
+                self._check_open_locked()
+                encode = self._encode
+                if encode is None:
+                    if len(self._raw) >= self._max_pending:
+                        self._overflow_locked()
+                        return
+                    self._raw.append(value)
+                    self._accepted += 1
+                    self._c.reported += 1
+                    return
+        report = encode(value)  # DomainError propagates to the caller, synchronously
+        with self._cond:
+            self._check_open_locked()
+            if len(self._encoded) >= self._max_pending:
+                self._overflow_locked()
+                return
+            self._encoded.append(report)
+            self._accepted += 1
+            self._c.reported += 1
+            self._c.encoded += 1
+            if len(self._encoded) == 1:
+                # One wake-up per drain cycle, not per report: the thread takes the whole list at once.
+                self._wakeup = True
+                self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Seal the current batch and wait until everything reported before this call is settled.
+
+        Args:
+            timeout: seconds to wait at most (None: no limit).
+
+        Returns:
+            True if every value reported before the call (and every batch recovered from an earlier run)
+            was acknowledged by the server or permanently rejected (see ``stats().rejected_batches``);
+            False on timeout, or at once if the reporter has stopped or closed with reports unsent (they
+            stay in the outbox, except values never encoded).
+        """
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            target = self._accepted
+            self._flush_gen += 1
+            self._wakeup = True
+            self._cond.notify_all()
+            return self._wait_settled_locked(target, deadline)
+
+    def close(self, timeout: float | None = 5.0) -> bool:
+        """Flush for at most ``timeout`` seconds, then stop the thread and close the channel. Idempotent.
+
+        Whatever is still unsent stays in the outbox (sealed, durable) for the next reporter; values
+        reported before the campaign was known are dropped (they are never written to disk).
+
+        Returns:
+            The result of the flush: True if everything was settled (see :meth:`flush`).
+        """
+        with self._cond:
+            if self._closed:
+                while self._close_result is None:
+                    self._cond.wait()
+                return self._close_result
+            self._closed = True
+            self._stop_req = True
+            self._close_deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+            target = self._accepted
+            self._wakeup = True
+            self._cond.notify_all()
+        self._thread.join()
+        if self._owns_channel:
+            self._channel.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        with self._cond:
+            result = self._settled_locked(target)
+            self._close_result = result
+            self._state = "closed"
+            self._cond.notify_all()
+        return result
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def stats(self) -> ReporterStats:
+        """A consistent snapshot of the counters."""
+        with self._cond:
+            c = self._c
+            pending = len(self._raw) + len(self._encoded) + c.segment_reports + c.queued_reports
+            return ReporterStats(
+                state=self._state,
+                reported=c.reported,
+                encoded=c.encoded,
+                dropped_invalid=c.dropped_invalid,
+                dropped_overflow=c.dropped_overflow,
+                discarded=c.discarded,
+                journaled=c.journaled,
+                sealed_batches=c.sealed_batches,
+                sent_batches=c.sent_batches,
+                sent_reports=c.sent_reports,
+                duplicate_batches=c.duplicate_batches,
+                retries=c.retries,
+                rejected_batches=c.rejected_batches,
+                recovered_batches=c.recovered_batches,
+                recovered_reports=c.recovered_reports,
+                pending_reports=pending,
+                pending_batches=c.queued_batches,
+                last_error=self._last_error,
+            )
+
+    # ------------------------------------------------------------------------------ app-side helpers
+
+    def _check_open_locked(self) -> None:
+        if self._closed:
+            raise ReporterClosedError(f"the reporter for campaign_id={self.campaign_id!r} is closed")
+        if self._error is not None:
+            # A fresh traceback each time, so repeated raises do not grow one exception's traceback.
+            raise self._error.with_traceback(None)
+
+    def _overflow_locked(self) -> None:
+        self._c.dropped_overflow += 1
+        if not self._warned_overflow:
+            self._warned_overflow = True
+            logger.warning(
+                "ldp reporter %r: %d values are already waiting (max_pending); dropping new values "
+                "(counted in stats().dropped_overflow)",
+                self.campaign_id,
+                self._max_pending,
+            )
+
+    def _settled_locked(self, target: int) -> bool:
+        return (
+            self._error is None
+            and self._recovery_done
+            and self._recovered_pending == 0
+            and self._finished >= target
+        )
+
+    def _wait_settled_locked(self, target: int, deadline: float | None) -> bool:
+        while not self._settled_locked(target):
+            if self._error is not None or self._thread_done:
+                return False
+            if deadline is None:
+                self._cond.wait()
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    # ---------------------------------------------------------------------------------- outbox files
+
+    def _open_outbox(self) -> int | None:
+        try:
+            for d in (self._state_dir, self._state_dir / "outbox", self._dir, self._rejected_dir):
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateFileError(
+                f"outbox directory {str(self._dir)!r} cannot be created ({exc}): allowed a writable directory"
+            ) from exc
+        if sys.platform == "win32":  # pragma: no cover - no flock; one reporter per outbox is up to the app
+            return None
+        try:
+            fd = os.open(self._dir / _LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc:
+            raise StateFileError(f"outbox lock {str(self._dir / _LOCK)!r} cannot be opened ({exc})") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StateFileError(
+                f"outbox {str(self._dir)!r} is in use by another Reporter for campaign_id="
+                f"{self.campaign_id!r}: allowed one reporter per campaign and state_dir"
+            ) from exc
+        return fd
+
+    def _reject_file(self, path: Path, reason: str, *, name: str | None = None) -> None:
+        """Move a batch (or journal) file to rejected/ with a note; never retried again."""
+        name = name or path.name
+        try:
+            os.replace(path, self._rejected_dir / name)
+            (self._rejected_dir / (name + ".error")).write_text(reason + "\n", encoding="utf-8")
+            _fsync_dir(self._dir)
+            _fsync_dir(self._rejected_dir)
+        except OSError:
+            logger.exception("ldp reporter %r: cannot move %s to rejected/", self.campaign_id, path.name)
+        logger.error("ldp reporter %r: %s rejected: %s", self.campaign_id, name, reason)
+
+    def _seal_rows(self, batch_id: str, params: MechanismParams, rows: bytes, *, fresh: bool) -> _Batch:
+        msg = wire.batch_to_proto(
+            campaign_id=self.campaign_id, batch_id=batch_id, params=params, columns=_columns(params, rows)
+        )
+        return self._write_batch(msg, fresh=msg.count if fresh else 0, ambiguous=not fresh)
+
+    def _write_batch(self, msg: reports_pb2.ReportBatch, *, fresh: int, ambiguous: bool) -> _Batch:
+        name = f"{time.time_ns():020d}-{msg.batch_id}{_BATCH_SUFFIX}"
+        path = _write_durable(self._dir, name, msg.SerializeToString())
+        return _Batch(path=path, batch_id=msg.batch_id, count=msg.count, fresh=fresh, ambiguous=ambiguous)
+
+    def _recover(self) -> None:
+        """Queue the sealed batches and the journal an earlier run left, oldest first, with their ids."""
+        for tmp in self._dir.glob(_TMP_PREFIX + "*"):
+            # An interrupted seal: its reports are still in the journal, which is removed only after.
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        batches: list[_Batch] = []
+        known_ids = {p.name[21 : -len(_BATCH_SUFFIX)] for p in self._dir.glob("*" + _BATCH_SUFFIX)}
+        known_ids |= {p.name[21 : -len(_BATCH_SUFFIX)] for p in self._rejected_dir.glob("*" + _BATCH_SUFFIX)}
+        journal = self._dir / _JOURNAL
+        if journal.exists():
+            recovered = self._recover_journal(journal, known_ids)
+            if recovered is not None:
+                batches.append(recovered)
+        for path in sorted(self._dir.glob("*" + _BATCH_SUFFIX)):
+            if any(b.path == path for b in batches):
+                continue
+            try:
+                msg = reports_pb2.ReportBatch.FromString(path.read_bytes())
+            except (OSError, DecodeError) as exc:
+                self._reject_file(path, f"unreadable sealed batch ({exc!r})")
+                continue
+            if msg.campaign_id != self.campaign_id or msg.count < 1 or not msg.batch_id:
+                self._reject_file(path, f"sealed batch of campaign_id={msg.campaign_id!r}, count={msg.count}")
+                continue
+            batches.append(_Batch(path=path, batch_id=msg.batch_id, count=msg.count, fresh=0, ambiguous=True))
+        batches.sort(key=lambda b: b.path.name)
+        self._queue.extend(batches)
+        with self._cond:
+            n = sum(b.count for b in batches)
+            self._c.recovered_batches += len(batches)
+            self._c.recovered_reports += n
+            self._c.queued_batches += len(batches)
+            self._c.queued_reports += n
+            self._recovered_pending = len(batches)
+            self._recovery_done = True
+            self._cond.notify_all()
+        if batches:
+            logger.info(
+                "ldp reporter %r: recovered %d batches (%d reports) from the outbox",
+                self.campaign_id,
+                len(batches),
+                n,
+            )
+
+    def _recover_journal(self, journal: Path, known_ids: set[str]) -> _Batch | None:
+        data = journal.read_bytes()
+        records, torn = _read_records(data)
+        if torn:
+            logger.warning(
+                "ldp reporter %r: ignored a torn or corrupt journal tail of %d bytes", self.campaign_id, torn
+            )
+        if not records:
+            journal.unlink()
+            return None
+        try:
+            batch_id, info = _parse_segment_header(records[0])
+            if info.campaign_id != self.campaign_id:
+                raise InvalidReportError("journal campaign_id", info.campaign_id, repr(self.campaign_id))
+            for r in records[1:]:
+                if r[:1] != bytes([_KIND_REPORTS]):
+                    raise InvalidReportError("journal record kind", r[:1].hex(), f"{_KIND_REPORTS:#04x}")
+            rows = b"".join(r[1:] for r in records[1:])
+            if rows:
+                _columns(info.params, rows)  # validate before deciding anything
+        except (InvalidReportError, InvalidParameterError) as exc:
+            self._reject_file(journal, f"unreadable journal ({exc})", name=f"journal-{time.time_ns()}")
+            return None
+        if batch_id in known_ids or not rows:
+            # Sealed before the crash (the journal is removed only after its batch file is durable).
+            journal.unlink()
+            return None
+        batch = self._seal_rows(batch_id, info.params, rows, fresh=False)
+        journal.unlink()
+        _fsync_dir(self._dir)
+        return batch
+
+    # ------------------------------------------------------------------------------ background thread
+
+    def _run(self) -> None:
+        try:
+            self._recover()
+            params = self._fetch_campaign()
+            self._start_encoding(params)
+            self._main_loop()
+        except _StopThreadError:
+            pass
+        except OSError as exc:
+            logger.exception("ldp reporter %r: outbox I/O failed; the reporter stops", self.campaign_id)
+            err = StateFileError(
+                f"outbox {str(self._dir)!r} I/O failed ({exc}): allowed a writable directory"
+            )
+            with contextlib.suppress(_StopThreadError):
+                self._fail(err)
+        except Exception as exc:
+            logger.exception("ldp reporter %r: internal error; the reporter stops", self.campaign_id)
+            with contextlib.suppress(_StopThreadError):
+                self._fail(ReporterError(f"internal error in the reporter thread: {exc!r}"))
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._inflight is not None:
+            self._inflight[1].cancel()
+            self._inflight = None
+        if self._segment is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._segment.fd)
+        with self._cond:
+            discarded = len(self._raw)
+            self._raw.clear()
+            self._c.discarded += discarded
+            self._recovery_done = True
+            self._thread_done = True
+            if self._state != "stopped":
+                self._state = "closed"
+            self._cond.notify_all()
+        if discarded:
+            logger.warning(
+                "ldp reporter %r: %d values reported before the campaign was known were discarded "
+                "(never written to disk)",
+                self.campaign_id,
+                discarded,
+            )
+
+    def _fail(self, exc: LdpError) -> NoReturn:
+        """Stop the reporter: every later report() raises ``exc``; values in memory are discarded."""
+        with self._cond:
+            if self._error is None:
+                self._error = exc
+            self._last_error = str(exc)
+            self._state = "stopped"
+            n = len(self._raw) + len(self._encoded)
+            self._raw.clear()
+            self._encoded = []
+            self._c.discarded += n
+            self._cond.notify_all()
+        logger.error("ldp reporter %r stopped: %s", self.campaign_id, exc)
+        raise _StopThreadError
+
+    def _wake(self, _fut: object = None) -> None:
+        with self._cond:
+            self._wakeup = True
+            self._cond.notify_all()
+
+    def _abort_due_locked(self) -> bool:
+        return (
+            self._stop_req and self._close_deadline is not None and time.monotonic() >= self._close_deadline
+        )
+
+    def _sleep_until(self, when: float) -> None:
+        """Wait until ``when`` (monotonic); raise _StopThreadError if the close deadline passes first."""
+        with self._cond:
+            while True:
+                if self._abort_due_locked():
+                    raise _StopThreadError
+                now = time.monotonic()
+                if now >= when:
+                    return
+                wait = when - now
+                if self._stop_req and self._close_deadline is not None:
+                    wait = min(wait, self._close_deadline - now)
+                self._cond.wait(max(wait, 0.0))
+
+    def _await(self, fut: grpc.Future[Any]) -> None:
+        """Wait for a call to finish; cancel it and raise _StopThreadError if the close deadline passes."""
+        done = threading.Event()
+
+        def on_done(_f: object) -> None:
+            done.set()
+            self._wake()
+
+        fut.add_done_callback(on_done)
+        with self._cond:
+            while not done.is_set():
+                if self._abort_due_locked():
+                    break
+                timeout = None
+                if self._stop_req and self._close_deadline is not None:
+                    timeout = max(0.0, self._close_deadline - time.monotonic())
+                self._cond.wait(timeout)
+        if not done.is_set():
+            fut.cancel()
+            raise _StopThreadError
+
+    def _fetch_campaign(self) -> MechanismParams:
+        request = services_pb2.GetCampaignRequest(campaign_id=self.campaign_id)
+        attempt = 0
+        while True:
+            fut = self._stub.GetCampaign.future(request, timeout=self._rpc_timeout, metadata=self._metadata)
+            self._await(fut)
+            exc = fut.exception()
+            if exc is None:
+                msg = fut.result()
+                break
+            code, details = _status(exc)
+            with self._cond:
+                self._last_error = f"GetCampaign: {code.name}: {details}"
+            if code == grpc.StatusCode.NOT_FOUND:
+                self._fail(CampaignNotFoundError(self.campaign_id))
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                self._fail(
+                    InvalidParameterError(
+                        "campaign_id", self.campaign_id, f"an id the server accepts ({details})"
+                    )
+                )
+            log = logger.error if code in _AUTH else logger.warning
+            log(
+                "ldp reporter %r: GetCampaign failed (%s: %s); retrying", self.campaign_id, code.name, details
+            )
+            self._sleep_until(time.monotonic() + _backoff(attempt, self._initial_delay, self._max_delay))
+            attempt += 1
+        try:
+            info = wire.campaign_from_proto(msg)
+        except InvalidParameterError as bad:
+            self._fail(bad)
+        if info.campaign_id != self.campaign_id:
+            self._fail(InvalidParameterError("campaign.id", info.campaign_id, f"{self.campaign_id!r}"))
+        if info.closed:
+            self._fail(CampaignClosedError(self.campaign_id))
+        params = info.params
+        eps = params.epsilon
+        if not eps <= self._max_epsilon:
+            self._fail(
+                BudgetExceededError(
+                    f"campaign_id={self.campaign_id!r} asks epsilon={eps!r} per report ({params.name}): "
+                    f"allowed at most max_epsilon={self._max_epsilon!r}; the reporter refuses it"
+                )
+            )
+        eps_inf = wire.epsilon_inf(params)
+        if self._max_epsilon_inf is not None and not eps_inf <= self._max_epsilon_inf:
+            self._fail(
+                BudgetExceededError(
+                    f"campaign_id={self.campaign_id!r} has longitudinal epsilon_inf={eps_inf!r} "
+                    f"({params.name}; +inf means no bound over repeated reports): allowed at most "
+                    f"max_epsilon_inf={self._max_epsilon_inf!r}; the reporter refuses it"
+                )
+            )
+        self.campaign = info
+        return params
+
+    def _make_encoder(self, params: MechanismParams) -> Callable[[Any], Any]:
+        if isinstance(params, BinaryRRParams):
+            return BinaryRREncoder(params).encode
+        if isinstance(params, GRRParams):
+            return GRREncoder(params).encode
+        secret = self._secret
+        if secret is None:
+            secret = ClientSecret.load_or_create(self._state_dir / "secret")
+        if isinstance(params, RapporParams):
+            return RapporEncoder(params, campaign_id=self.campaign_id, secret=secret).encode
+        if isinstance(params, BasicRapporParams):
+            return BasicRapporEncoder(params, campaign_id=self.campaign_id, secret=secret).encode
+        if isinstance(params, BooleanRapporParams):
+            return BooleanRapporEncoder(params, campaign_id=self.campaign_id, secret=secret).encode
+        raise InvalidParameterError(
+            "campaign mechanism", type(params).__name__, "rr, grr or a RAPPOR variant"
+        )
+
+    def _start_encoding(self, params: MechanismParams) -> None:
+        try:
+            encode = self._make_encoder(params)
+        except (StateFileError, InvalidParameterError) as exc:
+            self._fail(exc)
+        self._params = params
+        self._pack = _row_packer(params)
+        per_batch = (self._max_batch_bytes - _BATCH_OVERHEAD_BYTES) // _row_bytes(params)
+        self._cap = max(1, min(self._batch_size, per_batch))
+        # Encode the values that waited for the campaign, outside the lock; app threads keep queueing raw
+        # values until the queue is found empty, and from then on encode themselves.
+        while True:
+            with self._cond:
+                raw = list(self._raw)
+                self._raw.clear()
+                if not raw:
+                    self._encode = encode
+                    self._state = "running"
+                    return
+            out: list[Any] = []
+            bad = 0
+            for value in raw:
+                try:
+                    out.append(encode(value))
+                except (DomainError, TypeError, ValueError) as exc:
+                    bad += 1
+                    if not self._warned_invalid:
+                        self._warned_invalid = True
+                        # Never log the value itself: it is the user's true, private value.
+                        logger.warning(
+                            "ldp reporter %r: dropped a value of type %s reported before the campaign was "
+                            "known: not in the campaign's domain (%s); counted in stats().dropped_invalid",
+                            self.campaign_id,
+                            type(value).__name__,
+                            type(exc).__name__,
+                        )
+            with self._cond:
+                self._encoded.extend(out)
+                self._c.encoded += len(out)
+                self._c.dropped_invalid += bad
+                self._finished += bad
+                self._wakeup = True
+                self._cond.notify_all()
+
+    def _main_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._wakeup:
+                    timeout = self._wait_timeout()
+                    if timeout is not None and timeout <= 0:
+                        break
+                    self._cond.wait(timeout)
+                self._wakeup = False
+                items = self._encoded
+                self._encoded = []
+                stopping = self._stop_req
+                flush_gen = self._flush_gen
+            # A flush (or close) seals the open segment once; reports arriving after it wait for their
+            # batch to fill or age as usual, so a long flush does not turn every report into a batch.
+            flush_wanted = stopping or flush_gen != self._flush_gen_seen
+            self._flush_gen_seen = flush_gen
+            if items:
+                self._append(items)
+            seg = self._segment
+            if seg is not None and (flush_wanted or time.monotonic() - seg.started >= self._max_age):
+                self._seal()
+            self._pump()
+            if stopping:
+                with self._cond:
+                    idle = not self._encoded and self._segment is None and not self._queue
+                    due = self._abort_due_locked()
+                if idle or due:
+                    self._final_drain()
+                    return
+
+    def _wait_timeout(self) -> float | None:
+        """Seconds until the next timed event (segment age, retry, close deadline); None: none pending."""
+        now = time.monotonic()
+        candidates: list[float] = []
+        if self._segment is not None:
+            candidates.append(self._segment.started + self._max_age - now)
+        if self._queue and self._inflight is None:
+            candidates.append(self._next_attempt_at - now)
+        if self._stop_req and self._close_deadline is not None:
+            candidates.append(self._close_deadline - now)
+        return min(candidates) if candidates else None
+
+    def _final_drain(self) -> None:
+        """On close: journal and seal what is left so that it is durable for the next reporter."""
+        with self._cond:
+            items = self._encoded
+            self._encoded = []
+        if items:
+            self._append(items)
+        if self._segment is not None:
+            self._seal()
+
+    def _append(self, items: list[Any]) -> None:
+        """Journal encoded reports into the open segment, sealing it each time it is full."""
+        params = self._params
+        if params is None:  # pragma: no cover - items exist only once the campaign is known
+            return
+        pack = self._pack
+        pos = 0
+        while pos < len(items):
+            seg = self._segment
+            if seg is None:
+                seg = self._open_segment(params)
+            take = min(len(items) - pos, self._cap - seg.count)
+            # One record per group: its checksum covers the group, so a torn write loses only that group,
+            # which was being written when the process died.
+            rows = b"".join([pack(r) for r in items[pos : pos + take]])
+            _write_all(seg.fd, _record(_REPORTS_PREFIX + rows))
+            seg.chunks.append(rows)
+            seg.count += take
+            pos += take
+            with self._cond:
+                self._c.journaled += take
+                self._c.segment_reports += take
+            if seg.count >= self._cap:
+                self._seal()
+
+    def _open_segment(self, params: MechanismParams) -> _Segment:
+        batch_id = _new_batch_id()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self._dir / _JOURNAL, flags, 0o600)
+        _write_all(fd, _record(_segment_header(self.campaign_id, batch_id, params)))
+        self._segment = _Segment(batch_id=batch_id, chunks=[], count=0, started=time.monotonic(), fd=fd)
+        return self._segment
+
+    def _seal(self) -> None:
+        seg = self._segment
+        if seg is None or self._params is None:
+            return
+        batch = self._seal_rows(seg.batch_id, self._params, b"".join(seg.chunks), fresh=True)
+        # Only now that the batch file is durable may the journal go (see the module docstring).
+        os.close(seg.fd)
+        self._segment = None
+        os.unlink(self._dir / _JOURNAL)
+        self._queue.append(batch)
+        with self._cond:
+            self._c.sealed_batches += 1
+            self._c.segment_reports -= batch.count
+            self._c.queued_batches += 1
+            self._c.queued_reports += batch.count
+
+    def _pump(self) -> None:
+        """Settle a finished Submit, and start the next one when its time has come."""
+        while True:
+            if self._inflight is not None:
+                batch, fut, done = self._inflight
+                if not done.is_set():
+                    return
+                self._inflight = None
+                self._settle(batch, fut)
+            if not self._queue or time.monotonic() < self._next_attempt_at:
+                return
+            batch = self._queue[0]
+            try:
+                msg = reports_pb2.ReportBatch.FromString(batch.path.read_bytes())
+            except (OSError, DecodeError) as exc:
+                self._queue.popleft()
+                self._reject_file(batch.path, f"unreadable sealed batch ({exc!r})")
+                self._finish(batch, rejected=True)
+                continue
+            done = threading.Event()
+            fut = self._stub.Submit.future(msg, timeout=self._rpc_timeout, metadata=self._metadata)
+            self._inflight = (batch, fut, done)
+
+            def on_done(_f: object, done: threading.Event = done) -> None:
+                done.set()
+                self._wake()
+
+            fut.add_done_callback(on_done)
+
+    def _finish(
+        self, batch: _Batch, *, rejected: bool = False, resp: reports_pb2.SubmitResponse | None = None
+    ) -> None:
+        with self._cond:
+            c = self._c
+            c.queued_batches -= 1
+            c.queued_reports -= batch.count
+            if rejected:
+                c.rejected_batches += 1
+            if resp is not None:
+                c.sent_batches += 1
+                c.sent_reports += resp.accepted
+                c.duplicate_batches += int(resp.duplicate)
+            self._finished += batch.fresh
+            if batch.fresh == 0:
+                self._recovered_pending -= 1
+            self._cond.notify_all()
+
+    def _settle(self, batch: _Batch, fut: grpc.Future[reports_pb2.SubmitResponse]) -> None:
+        exc = fut.exception()
+        if exc is None:
+            resp = fut.result()
+            self._queue.popleft()
+            with contextlib.suppress(FileNotFoundError):
+                batch.path.unlink()
+            self._failures = 0
+            self._next_attempt_at = 0.0
+            self._finish(batch, resp=resp)
+            return
+        code, details = _status(exc)
+        text = f"Submit {batch.batch_id}: {code.name}: {details}"
+        with self._cond:
+            self._last_error = text
+        if code in _PERMANENT:
+            self._queue.popleft()
+            self._reject_file(batch.path, f"{code.name}: {details}")
+            self._finish(batch, rejected=True)
+            if code == grpc.StatusCode.FAILED_PRECONDITION:
+                self._fail(CampaignClosedError(self.campaign_id))
+            if code == grpc.StatusCode.NOT_FOUND:
+                self._fail(CampaignNotFoundError(self.campaign_id))
+            return
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not batch.ambiguous and batch.count > 1:
+            self._split(batch)
+            return
+        if code in _AMBIGUOUS:
+            batch.ambiguous = True
+        if code not in _RETRY and code not in _AUTH:
+            batch.limited_failures += 1
+            if batch.limited_failures >= _MAX_LIMITED_ATTEMPTS:
+                self._queue.popleft()
+                self._reject_file(batch.path, f"{code.name} {batch.limited_failures} times: {details}")
+                self._finish(batch, rejected=True)
+                return
+        delay = _backoff(self._failures, self._initial_delay, self._max_delay)
+        self._failures += 1
+        self._next_attempt_at = time.monotonic() + delay
+        with self._cond:
+            self._c.retries += 1
+        log = logger.error if code in _AUTH else logger.warning
+        log("ldp reporter %r: %s; retrying in %.2f s", self.campaign_id, text, delay)
+
+    def _split(self, batch: _Batch) -> None:
+        """Replace a too-large batch, never committed, by two halves with new ids (durably, then delete)."""
+        params = self._params
+        if params is None:  # pragma: no cover - sending starts after the campaign is known
+            return
+        msg = reports_pb2.ReportBatch.FromString(batch.path.read_bytes())
+        columns = wire.batch_from_proto(msg, params, campaign_id=self.campaign_id)
+        half = batch.count // 2
+        parts: list[_Batch] = []
+        for lo, hi in ((0, half), (half, batch.count)):
+            part_cols: wire.ColumnsLike = (
+                (columns[0][lo:hi], columns[1][lo:hi]) if isinstance(columns, tuple) else columns[lo:hi]
+            )
+            part = wire.batch_to_proto(
+                campaign_id=self.campaign_id, batch_id=_new_batch_id(), params=params, columns=part_cols
+            )
+            fresh = (hi - lo) if batch.fresh else 0
+            parts.append(self._write_batch(part, fresh=fresh, ambiguous=False))
+        self._queue.popleft()
+        batch.path.unlink()
+        _fsync_dir(self._dir)
+        self._queue.extendleft(reversed(parts))
+        logger.warning(
+            "ldp reporter %r: batch %s too large for the server; split into %s and %s",
+            self.campaign_id,
+            batch.batch_id,
+            parts[0].batch_id,
+            parts[1].batch_id,
+        )
+        with self._cond:
+            self._c.queued_batches += 1
+            if batch.fresh == 0:
+                # Both halves are "recovered": the flush accounting counts them separately.
+                self._recovered_pending += 1

@@ -1,0 +1,610 @@
+"""Estimators: exact tests (expected counts in -> truth out; interval coverage by full enumeration) and
+seeded sampling against theory (unbiasedness, variance, calibration), sampling reports directly from the
+exact channel with numpy.
+
+Tolerances are derived, never tuned: means within z * SE/sqrt(R) with z = max(5, Bonferroni z at
+alpha = 1e-6 over items); variances in the chi-square(R-1) band at alpha = 1e-6 (Bonferroni); coverage
+counts in the binomial(R, 0.95) acceptance band at alpha = 1e-6 (Bonferroni over items).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ldp_aggregator import estimators as est_mod
+from ldp_aggregator.accumulators import BitCountAccumulator, CountAccumulator
+from ldp_aggregator.estimators import (
+    FrequencyEstimate,
+    NoReportsError,
+    estimate_frequencies,
+    estimate_rappor_bits,
+    estimate_rappor_candidates,
+    normal_quantile,
+    pure_oracle_arrays,
+    pure_oracle_estimate,
+    rappor_design,
+)
+from ldp_client.errors import InvalidParameterError, InvalidReportError, PrivacyQuantizationWarning
+from ldp_client.params import (
+    BasicRapporParams,
+    BinaryRRParams,
+    BooleanRapporParams,
+    GRRParams,
+    RapporParams,
+)
+
+ALPHA = 1e-6
+CAMPAIGN = "test-campaign"
+
+
+def _grr(d: int, eps: float) -> GRRParams:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyQuantizationWarning)
+        return GRRParams.from_epsilon(d, eps)
+
+
+def _rr(eps: float) -> BinaryRRParams:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyQuantizationWarning)
+        return BinaryRRParams.from_epsilon(eps)
+
+
+def _z_bonferroni(items: int) -> float:
+    return max(5.0, NormalDist().inv_cdf(1.0 - ALPHA / (2 * items)))
+
+
+def _theory_var(n: int, c: np.ndarray, p: float, q: float) -> np.ndarray:
+    """Var[count_hat] = (n q(1-q) + c (p-q)(1-p-q)) / (p-q)^2 (Wang et al. 2017), c the true count."""
+    d = p - q
+    return (n * q * (1 - q) + np.asarray(c, float) * d * (1 - p - q)) / d**2
+
+
+def _support_pmf(n: int, c: int, p: float, q: float) -> np.ndarray:
+    """Exact distribution of C = Bin(c, p) + Bin(n - c, q) on 0..n."""
+    a = stats.binom.pmf(np.arange(c + 1), c, p)
+    b = stats.binom.pmf(np.arange(n - c + 1), n - c, q)
+    return np.clip(np.convolve(a, b), 0.0, None)
+
+
+def _exact_coverage(n: int, c: int, p: float, q: float, confidence: float = 0.95) -> float:
+    """P(interval covers c), summing the exact probability of every outcome C the interval covers."""
+    res = pure_oracle_arrays(np.arange(n + 1), n, p, q, confidence)
+    covered = (res.ci_low <= c) & (c <= res.ci_high)
+    return float(_support_pmf(n, c, p, q)[covered].sum())
+
+
+def _coverage_band(reps: int, items: int, level: float = 0.95) -> tuple[int, int]:
+    """Two-sided binomial(reps, level) acceptance band at ALPHA, Bonferroni over ``items``."""
+    a = ALPHA / (2 * items)
+    return int(stats.binom.ppf(a, reps, level)), int(stats.binom.isf(a, reps, level))
+
+
+def _chi2_band(reps: int, items: int) -> tuple[float, float]:
+    a = ALPHA / (2 * items)
+    df = reps - 1
+    return float(stats.chi2.ppf(a, df) / df), float(stats.chi2.isf(a, df) / df)
+
+
+def _counts(e: FrequencyEstimate) -> np.ndarray:
+    return np.array([it.count for it in e.items])
+
+
+def _field(ests: list[FrequencyEstimate], name: str) -> np.ndarray:
+    return np.array([[getattr(it, name) for it in e.items] for e in ests])
+
+
+# ============================================================================ exact: expected counts in
+
+
+@pytest.mark.parametrize(
+    ("p", "q"),
+    [(0.75, 0.25), (0.5, 1 / 55), (0.6875, 0.5625), (0.5625, 0.6875), (0.0026, 0.00097), (0.9, 0.05)],
+)
+def test_pure_oracle_recovers_expected_counts(p: float, q: float) -> None:
+    n = 10_000
+    c = np.array([0.0, 1.0, 10.0, 333.0, 2500.0, n - 2844.0, 0.0])
+    support = n * q + c * (p - q)
+    res = pure_oracle_arrays(support, n, p, q)
+    np.testing.assert_allclose(res.count / n, c / n, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.std_error**2, _theory_var(n, c, p, q), rtol=1e-9)
+    assert np.all(res.ci_low < res.count) and np.all(res.count < res.ci_high)
+
+
+def test_std_error_matches_grr_closed_form() -> None:
+    """n Var* = (e^eps + d - 2)/(e^eps - 1)^2 for an absent item (Wang et al. 2017, GRR/DE)."""
+    for d, eps in [(2, 1.0), (16, 2.0), (1024, 4.0)]:
+        params = _grr(d, eps)
+        n = 5000
+        e = params.p / params.q  # the effective e^eps of the quantized p
+        res = pure_oracle_arrays(np.array([n * params.q]), n, params.p, params.q)
+        assert res.count[0] == pytest.approx(0.0, abs=1e-9)
+        assert res.std_error[0] ** 2 / n == pytest.approx((e + d - 2) / (e - 1) ** 2, rel=1e-12)
+
+
+def test_rr_exact() -> None:
+    params = BinaryRRParams.two_coin()  # P(yes|yes) = 3/4, P(yes|no) = 1/4
+    n, yes = 400, 100
+    acc = CountAccumulator(np.array([n - (n // 4 + yes // 2), n // 4 + yes // 2]))
+    e = estimate_frequencies(params, acc)
+    assert (e.mechanism, e.n, e.epsilon_inf, e.confidence) == ("rr", n, None, 0.95)
+    assert e.epsilon == pytest.approx(math.log(3))
+    assert [it.label for it in e.items] == ["no", "yes"]
+    assert e.item("yes").count == pytest.approx(yes, abs=1e-9)
+    assert e.item("no").count == pytest.approx(n - yes, abs=1e-9)
+    assert e.item("yes").frequency == pytest.approx(0.25, abs=1e-12)
+    # Both items are functions of the same count: equal standard errors.
+    assert e.item("yes").std_error == pytest.approx(e.item("no").std_error, rel=1e-12)
+
+
+def test_rr_from_epsilon_expected_counts() -> None:
+    params = _rr(1.0)
+    n, yes = 1000, 137.0
+    pyy, pyn = params.p_yes_given_yes, params.p_yes_given_no
+    c_yes = n * pyn + yes * (pyy - pyn)
+    items = pure_oracle_estimate([c_yes], n, pyy, pyn, ["yes"])
+    assert items[0].count == pytest.approx(yes, abs=1e-9)
+    no = pure_oracle_estimate([n - c_yes], n, 1 - pyn, 1 - pyy, ["no"])
+    assert no[0].count == pytest.approx(n - yes, abs=1e-9)
+
+
+def test_grr_exact_with_labels() -> None:
+    params = GRRParams(domain=["a", "b", "c", "d", "e"], truth_probability=0.5)  # q = 1/8
+    c = np.array([0, 8, 16, 400, 376])
+    n = int(c.sum())
+    support = (n + 3 * c) // 8  # n q + c (p - q) = n/8 + 3c/8, exact integers
+    assert np.array_equal(support * 8, n + 3 * c)
+    e = estimate_frequencies(params, CountAccumulator(support))
+    assert [it.label for it in e.items] == ["a", "b", "c", "d", "e"]
+    np.testing.assert_allclose(_counts(e), c, atol=1e-9)
+    assert e.epsilon == pytest.approx(params.epsilon)
+    assert sum(it.frequency for it in e.items) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_basic_rappor_exact() -> None:
+    params = BasicRapporParams(domain=6)  # p* = 9/16 (P(1|Bloom 0)), q* = 11/16 (P(1|Bloom 1))
+    assert (params.p_star, params.q_star) == (9 / 16, 11 / 16)
+    c = np.array([0, 8, 24, 200, 400, 392])
+    n = int(c.sum())  # 1024
+    ones = (9 * n + 2 * c) // 16
+    assert np.array_equal(ones * 16, 9 * n + 2 * c)
+    acc = BitCountAccumulator(np.array([n]), ones[None, :])
+    e = estimate_frequencies(params, acc)
+    np.testing.assert_allclose(_counts(e), c, atol=1e-9)
+    assert [it.label for it in e.items] == [str(i) for i in range(6)]
+    assert e.epsilon_inf == pytest.approx(params.epsilon_inf)
+    assert e.epsilon == pytest.approx(params.epsilon)
+
+
+def test_boolean_rappor_exact() -> None:
+    params = BooleanRapporParams()
+    n, true = 1024, 200
+    acc = BitCountAccumulator(np.array([n]), np.array([[(9 * n + 2 * true) // 16]]))
+    e = estimate_frequencies(params, acc)
+    assert [it.label for it in e.items] == ["false", "true"]
+    assert e.item("true").count == pytest.approx(true, abs=1e-9)
+    assert e.item("false").count == pytest.approx(n - true, abs=1e-9)
+
+
+def _rappor_expected_ones(
+    params: RapporParams, pos: np.ndarray, n_vj: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cohort_reports N_j, true Bloom counts t_ij, expected ones N_j p* + (q*-p*) t_ij)."""
+    M, m, _ = pos.shape
+    t = np.zeros((m, params.k))
+    for v in range(M):
+        for j in range(m):
+            t[j, np.unique(pos[v, j])] += n_vj[v, j]
+    N = n_vj.sum(axis=0)
+    return N, t, N[:, None] * params.p_star + (params.q_star - params.p_star) * t
+
+
+def test_rappor_bits_exact() -> None:
+    params = RapporParams(k=16, h=2, m=3)
+    pos = rappor_design(params, CAMPAIGN, ["x", "y"])
+    n_vj = np.array([[16, 32, 0], [48, 16, 16]])
+    N, t, ones = _rappor_expected_ones(params, pos, n_vj)
+    assert np.array_equal(ones, np.round(ones))
+    acc = BitCountAccumulator(N, ones.astype(np.int64))
+    be = estimate_rappor_bits(params, acc)
+    np.testing.assert_allclose(be.counts, t, atol=1e-9)
+    assert be.cohort_reports.tolist() == N.tolist()
+    # decode.R: Var = N r(1-r)/(q*-p*)^2 with r = clamp(c/N, p*, q*).
+    r = np.clip(ones / N[:, None], params.p_star, params.q_star)
+    np.testing.assert_allclose(
+        be.std_errors**2, N[:, None] * r * (1 - r) / (params.q_star - params.p_star) ** 2, rtol=1e-12
+    )
+
+
+def test_rappor_bits_empty_cohort() -> None:
+    params = RapporParams(k=8, h=1, m=2)
+    acc = BitCountAccumulator(np.array([16, 0]), np.zeros((2, 8), np.int64))
+    be = estimate_rappor_bits(params, acc)
+    assert be.counts[1].tolist() == [0.0] * 8 and be.std_errors[1].tolist() == [0.0] * 8
+    assert np.all(be.counts[0] < 0)  # no ones at all: below the noise floor
+
+
+def test_rappor_candidates_exact() -> None:
+    params = RapporParams(k=32, h=2, m=4)
+    cands = [f"site-{i}.example" for i in range(10)]
+    pos = rappor_design(params, CAMPAIGN, cands)
+    b = np.array([5, 0, 1, 3, 2, 7, 1, 0, 4, 1])  # candidate weights (two absent)
+    s = np.array([1, 2, 3, 1])  # cohort sizes
+    n_vj = 16 * np.outer(b, s)  # the same proportions in every cohort: the model holds exactly
+    N, _, ones = _rappor_expected_ones(params, pos, n_vj)
+    assert np.array_equal(ones, np.round(ones))
+    acc = BitCountAccumulator(N, ones.astype(np.int64))
+    e = estimate_rappor_candidates(params, acc, campaign_id=CAMPAIGN, candidates=cands)
+    truth = n_vj.sum(axis=1)
+    np.testing.assert_allclose(_counts(e), truth, atol=1e-9)
+    assert [it.label for it in e.items] == cands
+    assert e.n == int(N.sum()) and e.mechanism == "rappor"
+    assert e.epsilon == pytest.approx(params.epsilon_one) and e.epsilon_inf == pytest.approx(
+        params.epsilon_inf
+    )
+    for it in e.items:
+        assert it.std_error > 0
+        assert it.ci_low < it.count < it.ci_high
+        assert it.ci_high - it.count == pytest.approx(1.959963984540054 * it.std_error, rel=1e-12)
+
+
+def test_rappor_candidates_unused_cohort_is_ignored() -> None:
+    params = RapporParams(k=32, h=2, m=3)
+    cands = ["a", "b", "c"]
+    pos = rappor_design(params, CAMPAIGN, cands)
+    n_vj = 16 * np.outer([1, 2, 5], [2, 0, 1])
+    N, _, ones = _rappor_expected_ones(params, pos, n_vj)
+    assert N[1] == 0
+    e = estimate_rappor_candidates(
+        params, BitCountAccumulator(N, ones.astype(np.int64)), campaign_id=CAMPAIGN, candidates=cands
+    )
+    np.testing.assert_allclose(_counts(e), n_vj.sum(axis=1), atol=1e-9)
+
+
+def test_design_matches_bloom_positions() -> None:
+    from ldp_client.mechanisms.rappor import bloom_positions
+
+    params = RapporParams(k=64, h=3, m=5)
+    pos = rappor_design(params, "cid", ["u", "v"])
+    assert pos.shape == (2, 5, 3)
+    assert tuple(pos[1, 4]) == bloom_positions("cid", 4, "v", 64, 3)
+    assert not pos.flags.writeable
+
+
+# ============================================================================ exact: interval coverage
+
+
+_COVERAGE_CONFIGS = (
+    [
+        (f"grr d={d} eps={eps}", math.exp(eps) / (math.exp(eps) + d - 1), 1 / (math.exp(eps) + d - 1))
+        for d in (2, 16, 128, 1024)
+        for eps in (0.5, 2.0, 6.0)
+    ]
+    + [(f"oue eps={eps}", 0.5, 1 / (math.exp(eps) + 1)) for eps in (1.0, 4.0)]
+    + [
+        ("rr two-coin", 0.75, 0.25),
+        ("rappor defaults", 11 / 16, 9 / 16),
+        ("rappor complement", 7 / 16, 5 / 16),
+    ]
+)
+
+
+@pytest.mark.parametrize("n", [50, 100, 500, 2000])
+def test_interval_coverage_by_enumeration(n: int) -> None:
+    """Exact coverage (every outcome of C weighted by its probability) of the 95% interval.
+
+    Includes rare items (c = 0, 1, 2) and regimes with fewer than one expected false support
+    (n q* < 1), where Wald and Wilson intervals fall to 0.5-0.85.
+    """
+    covs = []
+    for name, p, q in _COVERAGE_CONFIGS:
+        for c in sorted({0, 1, 2, 5, n // 100, n // 10, n // 2, n - 1, n}):
+            cov = _exact_coverage(n, c, p, q)
+            covs.append(cov)
+            assert cov >= 0.945, (name, n, c, cov)
+    assert 0.95 <= float(np.mean(covs)) <= 0.98
+
+
+def test_interval_monotone_in_confidence() -> None:
+    n, p, q = 1000, 0.6, 0.2
+    support = np.array([150.0, 300.0, 700.0])
+    widths = [
+        pure_oracle_arrays(support, n, p, q, conf).ci_high - pure_oracle_arrays(support, n, p, q, conf).ci_low
+        for conf in (0.5, 0.9, 0.95, 0.99)
+    ]
+    assert all(np.all(a < b) for a, b in itertools.pairwise(widths))
+    assert normal_quantile(0.95) == pytest.approx(1.959963984540054, rel=1e-12)
+
+
+# ============================================================================ errors
+
+
+def test_no_reports() -> None:
+    for params, acc in [
+        (BinaryRRParams.two_coin(), CountAccumulator.zero(2)),
+        (_grr(4, 1.0), CountAccumulator.zero(4)),
+        (BooleanRapporParams(), BitCountAccumulator.zero(1, 1)),
+    ]:
+        with pytest.raises(NoReportsError, match="n_reports=0") as info:
+            estimate_frequencies(params, acc)
+        assert info.value.field == "n_reports"
+        assert isinstance(info.value, InvalidReportError)
+    with pytest.raises(NoReportsError):
+        estimate_rappor_candidates(
+            RapporParams(k=8, h=1, m=1), BitCountAccumulator.zero(1, 8), campaign_id="c", candidates=["a"]
+        )
+    with pytest.raises(NoReportsError):
+        pure_oracle_arrays([0], 0, 0.5, 0.1)
+
+
+def test_parameter_and_input_errors() -> None:
+    with pytest.raises(InvalidParameterError, match="estimate_rappor_candidates"):
+        estimate_frequencies(RapporParams(k=8, h=1, m=1), BitCountAccumulator.zero(1, 8))
+    with pytest.raises(InvalidReportError, match="accumulator"):
+        estimate_frequencies(_grr(4, 1.0), CountAccumulator([1, 2, 3]))
+    with pytest.raises(InvalidReportError, match="accumulator"):
+        estimate_frequencies(BasicRapporParams(domain=4), CountAccumulator([1, 2, 3, 4]))
+    for bad in (0.0, 1.0, 1.5, float("nan"), True):
+        with pytest.raises(InvalidParameterError, match="confidence"):
+            estimate_frequencies(BinaryRRParams.two_coin(), CountAccumulator([1, 2]), confidence=bad)
+    with pytest.raises(InvalidParameterError, match="p_star"):
+        pure_oracle_arrays([1], 10, 0.3, 0.3)
+    with pytest.raises(InvalidParameterError, match="q_star"):
+        pure_oracle_arrays([1], 10, 0.3, 1.2)
+    with pytest.raises(InvalidReportError, match="support_counts"):
+        pure_oracle_arrays([11], 10, 0.5, 0.1)
+    with pytest.raises(InvalidParameterError, match="labels"):
+        pure_oracle_estimate([1, 2], 10, 0.5, 0.1, ["a"])
+
+
+@pytest.mark.parametrize(
+    ("candidates", "match"),
+    [([], "at least one"), (["a", "b", "a"], "repeated"), ("abc", "sequence"), (["a", 3], "strings")],
+)
+def test_candidate_list_errors(candidates: object, match: str) -> None:
+    params = RapporParams(k=8, h=1, m=1)
+    acc = BitCountAccumulator(np.array([16]), np.full((1, 8), 9))
+    with pytest.raises(InvalidParameterError, match=match):
+        estimate_rappor_candidates(params, acc, campaign_id="c", candidates=candidates)  # type: ignore[arg-type]
+
+
+def test_too_many_candidates() -> None:
+    params = RapporParams(k=8, h=2, m=2)
+    acc = BitCountAccumulator(np.array([16, 0]), np.array([[9] * 8, [0] * 8]))  # one cohort has reports
+    with pytest.raises(InvalidParameterError, match="at most 8") as info:
+        estimate_rappor_candidates(params, acc, campaign_id="c", candidates=[f"s{i}" for i in range(9)])
+    assert info.value.field == "candidates"
+
+
+def test_identical_bloom_filters_are_named() -> None:
+    from ldp_client.mechanisms.rappor import bloom_positions
+
+    params = RapporParams(k=8, h=1, m=1)
+    seen: dict[tuple[int, ...], str] = {}
+    pair: tuple[str, str] | None = None
+    for i in range(200):  # 8 possible filters: a collision among the first 9 strings is certain
+        s = f"s{i}"
+        key = bloom_positions("c", 0, s, 8, 1)
+        if key in seen:
+            pair = (seen[key], s)
+            break
+        seen[key] = s
+    assert pair is not None
+    acc = BitCountAccumulator(np.array([16]), np.full((1, 8), 9))
+    with pytest.raises(InvalidParameterError, match="collide") as info:
+        estimate_rappor_candidates(params, acc, campaign_id="c", candidates=list(pair))
+    assert repr(pair[0]) in str(info.value) and repr(pair[1]) in str(info.value)
+
+
+def test_linear_dependence_reports_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filters {0,1}, {2,3}, {0,2}, {1,3}: a + b = c + d, no two identical: rank 3 of 4."""
+    pos = np.array([[[0, 1]], [[2, 3]], [[0, 2]], [[1, 3]]])
+    monkeypatch.setattr(est_mod, "rappor_design", lambda *_args, **_kw: pos)
+    params = RapporParams(k=8, h=2, m=1)
+    acc = BitCountAccumulator(np.array([16]), np.full((1, 8), 9))
+    with pytest.raises(InvalidParameterError, match="only 3 of 4 are identifiable"):
+        estimate_rappor_candidates(params, acc, campaign_id="c", candidates=["a", "b", "c", "d"])
+
+
+# ============================================================================ sampling against theory
+
+
+def _grr_sample(rng: np.random.Generator, params: GRRParams, c: np.ndarray, reps: int) -> np.ndarray:
+    """Support counts (reps, d) of a fixed population with true counts c: each true-value group
+    reports through the GRR channel (row v: p on v, q elsewhere), i.e. a multinomial per group."""
+    d = params.domain.size
+    P = np.full((d, d), params.q)
+    np.fill_diagonal(P, params.p)
+    P /= P.sum(axis=1, keepdims=True)  # exact up to rounding; multinomial needs sums of 1
+    return rng.multinomial(c, P, size=(reps, d)).sum(axis=1)
+
+
+@pytest.mark.statistical
+def test_grr_unbiased_with_theoretical_variance() -> None:
+    rng = np.random.default_rng(20240601)
+    params = _grr(16, 2.0)
+    n, reps = 20_000, 400
+    c = np.array([20, 0, 0, 100, 200, 400, 800, 1600, 3200, 6000, 7680, 0, 0, 0, 0, 0])  # 20 = 0.1%
+    assert c.sum() == n
+    support = _grr_sample(rng, params, c, reps)
+    ests = [estimate_frequencies(params, CountAccumulator(row)) for row in support]
+    counts = _field(ests, "count")
+    var = _theory_var(n, c, params.p, params.q)
+    z = _z_bonferroni(16)
+    assert np.all(np.abs(counts.mean(axis=0) - c) <= z * np.sqrt(var / reps))
+    lo, hi = _chi2_band(reps, 16)
+    ratio = counts.var(axis=0, ddof=1) / var
+    assert np.all((lo <= ratio) & (ratio <= hi)), ratio
+    # The reported (plug-in) SE estimates the theoretical one: clip(count_hat) adds < 1% at c = 0.
+    reported = (_field(ests, "std_error") ** 2).mean(axis=0) / var
+    assert np.all(np.abs(reported - 1) < 0.05), reported
+
+
+@pytest.mark.statistical
+def test_pure_oracle_calibration_small_n_rare_items() -> None:
+    """n = 500 with items of count 0, 1, 2: coverage of 95% intervals over 1000 seeded repetitions."""
+    rng = np.random.default_rng(7)
+    reps, n = 1000, 500
+    cases: list[tuple[str, np.ndarray, list[FrequencyEstimate]]] = []
+
+    grr = _grr(16, 2.0)
+    c_grr = np.array([1, 0, 0, 2, 5, 10, 25, 50, 100, 150, 157, 0, 0, 0, 0, 0])
+    cases.append(
+        (
+            "grr",
+            c_grr,
+            [estimate_frequencies(grr, CountAccumulator(r)) for r in _grr_sample(rng, grr, c_grr, reps)],
+        )
+    )
+
+    rr = _rr(1.0)
+    yes = rng.binomial(1, rr.p_yes_given_yes, reps) + rng.binomial(n - 1, rr.p_yes_given_no, reps)
+    cases.append(
+        (
+            "rr",
+            np.array([n - 1, 1]),
+            [estimate_frequencies(rr, CountAccumulator([n - y, y])) for y in yes],
+        )
+    )
+
+    basic = BasicRapporParams(domain=8)
+    c_b = np.array([1, 0, 4, 20, 75, 100, 150, 150])
+    # Bits are randomized independently: bit v is 1 w.p. q* for the c_v holders of v, p* otherwise.
+    ones = rng.binomial(c_b, basic.q_star, (reps, 8)) + rng.binomial(n - c_b, basic.p_star, (reps, 8))
+    cases.append(
+        ("basic", c_b, [estimate_frequencies(basic, BitCountAccumulator([n], row[None, :])) for row in ones])
+    )
+
+    boolean = BooleanRapporParams()
+    t = rng.binomial(2, boolean.q_star, reps) + rng.binomial(n - 2, boolean.p_star, reps)
+    cases.append(
+        (
+            "boolean",
+            np.array([n - 2, 2]),
+            [estimate_frequencies(boolean, BitCountAccumulator([n], [[x]])) for x in t],
+        )
+    )
+
+    items = sum(len(c) for _, c, _ in cases)
+    lo, hi = _coverage_band(reps, items)
+    z = _z_bonferroni(items)
+    for name, c, ests in cases:
+        covered = ((_field(ests, "ci_low") <= c) & (c <= _field(ests, "ci_high"))).sum(axis=0)
+        assert np.all((lo <= covered) & (covered <= hi)), (name, covered, (lo, hi))
+        counts = _field(ests, "count")
+        p_q = {
+            "grr": (grr.p, grr.q),
+            "rr": (rr.p_yes_given_yes, rr.p_yes_given_no),
+            "basic": (basic.q_star, basic.p_star),
+            "boolean": (boolean.q_star, boolean.p_star),
+        }[name]
+        var = _theory_var(n, c, *p_q)  # equal for an item and its complement
+        assert np.all(np.abs(counts.mean(axis=0) - c) <= z * np.sqrt(var / reps)), name
+
+
+@pytest.mark.statistical
+def test_calibration_when_few_false_supports() -> None:
+    """GRR d=128, eps=4, n=500: about 2.7 false supports expected per item (Poisson-like regime)."""
+    rng = np.random.default_rng(99)
+    params = _grr(128, 4.0)
+    n, reps = 500, 1000
+    c = np.array([0, 1, 2, 5, 50])
+    assert n * params.q < 3
+    support = rng.binomial(c, params.p, (reps, 5)) + rng.binomial(n - c, params.q, (reps, 5))
+    res = pure_oracle_arrays(support.ravel(), n, params.p, params.q)
+    lo_ci, hi_ci = res.ci_low.reshape(reps, 5), res.ci_high.reshape(reps, 5)
+    covered = ((lo_ci <= c) & (c <= hi_ci)).sum(axis=0)
+    lo, hi = _coverage_band(reps, 5)
+    assert np.all((lo <= covered) & (covered <= hi)), covered
+    # and the sampled rate agrees with the exact coverage of each item
+    for i, ci in enumerate(c):
+        exact = _exact_coverage(n, int(ci), params.p, params.q)
+        assert exact >= 0.95
+        lo_e, hi_e = stats.binom.ppf(ALPHA / 10, reps, exact), stats.binom.isf(ALPHA / 10, reps, exact)
+        assert lo_e <= covered[i] <= hi_e
+
+
+@pytest.mark.statistical
+def test_rappor_candidates_against_theory() -> None:
+    """Unbiasedness, variance and calibration of the WLS candidate estimate (exact channel per bit)."""
+    rng = np.random.default_rng(314159)
+    params = RapporParams(k=32, h=2, m=8)
+    cands = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    b = np.array([400, 250, 150, 100, 45, 5])  # per cohort; "zeta" is 0.5%
+    n_vj = np.repeat(b[:, None], params.m, axis=1)
+    pos = rappor_design(params, CAMPAIGN, cands)
+    N, t, _ = _rappor_expected_ones(params, pos, n_vj)
+    n, reps, M = int(N.sum()), 400, len(cands)
+    truth = n_vj.sum(axis=1).astype(float)
+
+    ps, qs = params.p_star, params.q_star
+    ti = t.astype(np.int64)
+    ones = rng.binomial(ti, qs, (reps, *ti.shape)) + rng.binomial(N[:, None] - ti, ps, (reps, *ti.shape))
+    ests = [
+        estimate_rappor_candidates(params, BitCountAccumulator(N, o), campaign_id=CAMPAIGN, candidates=cands)
+        for o in ones
+    ]
+    counts = _field(ests, "count")
+
+    # Theory: count_hat = n G^-1 X' t_hat with t_hat = (c - p* N)/(q*-p*), c_ij independent with
+    # Var c_ij = t_ij q*(1-q*) + (N_j - t_ij) p*(1-p*) (fixed population, exact channel).
+    X = np.zeros((params.m * params.k, M))
+    for v in range(M):
+        for j in range(params.m):
+            X[j * params.k + np.unique(pos[v, j]), v] = 1.0
+    W = np.repeat(N.astype(float), params.k)
+    G_inv = np.linalg.inv(X.T @ (W[:, None] * X))
+    var_c = (t * qs * (1 - qs) + (N[:, None] - t) * ps * (1 - ps)).ravel() / (qs - ps) ** 2
+    L = n * G_inv @ X.T
+    var = np.einsum("ij,j,ij->i", L, var_c, L)
+
+    z = _z_bonferroni(M)
+    assert np.all(np.abs(counts.mean(axis=0) - truth) <= z * np.sqrt(var / reps))
+    lo, hi = _chi2_band(reps, M)
+    ratio = counts.var(axis=0, ddof=1) / var
+    assert np.all((lo <= ratio) & (ratio <= hi)), ratio
+    reported = (_field(ests, "std_error") ** 2).mean(axis=0) / var
+    assert np.all((reported > 0.97) & (reported < 1.1)), reported  # r(1-r) form: slightly conservative
+    covered = ((_field(ests, "ci_low") <= truth) & (truth <= _field(ests, "ci_high"))).sum(axis=0)
+    clo, chi = _coverage_band(reps, M)
+    assert np.all((clo <= covered) & (covered <= chi)), covered
+
+
+@pytest.mark.statistical
+def test_rappor_candidates_random_cohort_assignment() -> None:
+    """Users pick cohorts at random (as in production): still unbiased, intervals still calibrated."""
+    rng = np.random.default_rng(2718)
+    params = RapporParams(k=32, h=2, m=8)
+    cands = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    truth = np.array([3200, 2000, 1200, 800, 360, 40])
+    pos = rappor_design(params, CAMPAIGN, cands)
+    M, reps, n = len(cands), 400, int(truth.sum())
+    ps, qs = params.p_star, params.q_star
+    ests = []
+    for _ in range(reps):  # a loop over repetitions, not reports
+        n_vj = rng.multinomial(truth, np.full(params.m, 1 / params.m))  # (M, m)
+        N, t, _ = _rappor_expected_ones(params, pos, n_vj)
+        ti = t.astype(np.int64)
+        ones = rng.binomial(ti, qs) + rng.binomial(N[:, None] - ti, ps)
+        ests.append(
+            estimate_rappor_candidates(
+                params, BitCountAccumulator(N, ones), campaign_id=CAMPAIGN, candidates=cands
+            )
+        )
+    counts = _field(ests, "count")
+    se2 = (_field(ests, "std_error") ** 2).mean(axis=0)
+    z = _z_bonferroni(M)
+    assert np.all(np.abs(counts.mean(axis=0) - truth) <= z * np.sqrt(se2 / reps))
+    # the reported SE tracks the spread (chi-square band, with the SE itself estimated: +-10% slack)
+    lo, hi = _chi2_band(reps, M)
+    ratio = counts.var(axis=0, ddof=1) / se2
+    assert np.all((0.9 * lo <= ratio) & (ratio <= 1.1 * hi)), ratio
+    covered = ((_field(ests, "ci_low") <= truth) & (truth <= _field(ests, "ci_high"))).sum(axis=0)
+    clo, chi = _coverage_band(reps, M)
+    assert np.all((clo <= covered) & (covered <= chi)), (covered, n)
