@@ -864,6 +864,8 @@ def _run_grpc(
                 campaign_id=campaign_id,
                 params=params,
                 description=f"ldp-sim: {cfg.mechanism} on {cfg.population}, {cfg.n_users} users, repeat {r}",
+                # String RAPPOR: the candidate dictionary lives with the campaign, as an operator sets it.
+                candidates=list(prep.items) if isinstance(params, RapporParams) else (),
             )
             try:
                 analyst.CreateCampaign(
