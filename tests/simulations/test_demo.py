@@ -11,7 +11,8 @@ from simulations import demo
 
 @pytest.mark.timeout(180)
 def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = demo.main(["--users", "3000", "--db", str(tmp_path / "db.sqlite3"), "--out", str(tmp_path / "out")])
+    args = ["--users", "3000", "--db", str(tmp_path / "db.sqlite3"), "--out", str(tmp_path / "out")]
+    code = demo.main(args)
     out = capsys.readouterr().out
     assert code == 0
     assert "exit code 0 (clean)" in out
