@@ -38,7 +38,22 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
+from ldp_aggregator.means import (
+    MEAN_MAGIC,
+    MeanAccumulator,
+    add_numeric_columns,
+    check_mean_accumulator,
+    mean_accumulator_for,
+)
+from ldp_aggregator.paired_accumulator import (
+    PAIRED_MAGIC,
+    PairedAccumulator,
+    check_paired,
+    paired_accumulator_for,
+)
+from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator, batch_support
 from ldp_client.errors import InvalidReportError, LdpError
+from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     MAX_COHORTS,
     MAX_DOMAIN_SIZE,
@@ -46,8 +61,12 @@ from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
     BooleanRapporParams,
+    FrequencyOracleParams,
     GRRParams,
+    HadamardParams,
+    PairedParams,
     RapporParams,
+    SetValuedParams,
 )
 
 if TYPE_CHECKING:
@@ -514,11 +533,23 @@ class BitCountAccumulator:
         return cls(reports, ones)
 
 
-Accumulator = CountAccumulator | BitCountAccumulator
+Accumulator = (
+    CountAccumulator | BitCountAccumulator | MeanAccumulator | SupportCountAccumulator | PairedAccumulator
+)
+"""MeanAccumulator (numeric mechanisms, issue 6) is defined in :mod:`ldp_aggregator.means`, with its own
+magic b"LDPM" and format; SupportCountAccumulator (frequency oracles, issue 6) in
+:mod:`ldp_aggregator.support`, with magic b"LDPS"; PairedAccumulator (paired campaigns, issue 5) in
+:mod:`ldp_aggregator.paired_accumulator`, with magic b"LDPP"."""
 
 
 def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
     """Decode either accumulator kind from :meth:`CountAccumulator.to_bytes`/``BitCountAccumulator``."""
+    if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == MEAN_MAGIC:
+        return MeanAccumulator.from_bytes(data)
+    if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == SUPPORT_MAGIC:
+        return SupportCountAccumulator.from_bytes(data)
+    if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == PAIRED_MAGIC:  # issue 5
+        return PairedAccumulator.from_bytes(data)
     kind, _, _ = _unframe(data)
     if kind == _KIND_COUNTS:
         return CountAccumulator.from_bytes(data)
@@ -526,6 +557,12 @@ def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
 
 
 def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[int, ...]]:
+    if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign sums its inner oracle's reports
+        return _expected_shape(params.inner)
+    if isinstance(params, HadamardParams):  # issue 6: counts of reported indices, decoded by a FWHT
+        return CountAccumulator, (params.order,)
+    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss (ldp_aggregator.support)
+        return SupportCountAccumulator, (params.domain.size,)
     if isinstance(params, BinaryRRParams):
         return CountAccumulator, (2,)
     if isinstance(params, GRRParams):
@@ -545,16 +582,35 @@ def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[i
 
 def accumulator_for(params: MechanismParams) -> Accumulator:
     """The empty accumulator for a campaign's mechanism parameters."""
+    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
+        return mean_accumulator_for(params)
+    if isinstance(params, PairedParams):  # issue 5: both sides' accumulators (and joint patterns)
+        return paired_accumulator_for(params)
     cls, shape = _expected_shape(params)
     if cls is CountAccumulator:
         return CountAccumulator.zero(shape[0])
+    if cls is SupportCountAccumulator:  # issue 6
+        return SupportCountAccumulator.zero(shape[0])
     return BitCountAccumulator.zero(shape[0], shape[1])
 
 
 def check_matches(acc: Accumulator, params: MechanismParams) -> None:
     """Raise :class:`InvalidReportError` unless ``acc`` has the kind and shape ``params`` implies."""
+    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
+        check_mean_accumulator(acc, params)
+        return
+    if isinstance(params, PairedParams):  # issue 5
+        check_paired(acc, params)
+        return
     cls, shape = _expected_shape(params)
-    actual = acc.counts.shape if isinstance(acc, CountAccumulator) else acc.ones.shape
+    if isinstance(acc, MeanAccumulator | PairedAccumulator):  # numeric or paired, for a frequency campaign
+        raise InvalidReportError(
+            "accumulator", repr(acc), f"a {cls.__name__} of shape {shape} for mechanism {params.name!r}"
+        )
+    if isinstance(acc, SupportCountAccumulator):  # issue 6
+        actual = acc.support.shape
+    else:
+        actual = acc.counts.shape if isinstance(acc, CountAccumulator) else acc.ones.shape
     if not isinstance(acc, cls) or actual != shape:
         raise InvalidReportError(
             "accumulator",
@@ -573,7 +629,26 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
     Raises:
         InvalidReportError: the accumulator does not belong to ``params``, or the batch is malformed.
     """
+    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
+        add_numeric_columns(check_mean_accumulator(acc, params), params, columns)
+        return
+    if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign's reports are its inner oracle's
+        add_columns(acc, params.inner, columns)
+        return
+    if isinstance(params, PairedParams):  # issue 5: (first columns, second columns)
+        check_paired(acc, params).add_columns(params, columns)
+        return
     check_matches(acc, params)
+    if isinstance(params, HadamardParams):  # issue 6: hr reports are indices in [0, K)
+        arr = np.asarray(columns)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidReportError("reports", str(arr.dtype), "an integer array of indices for hr")
+        cast(CountAccumulator, acc).add_values(arr)
+        return
+    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss
+        n, support = batch_support(params, columns)
+        cast(SupportCountAccumulator, acc).add_support(n, support)
+        return
     if isinstance(params, BinaryRRParams):
         arr = np.asarray(columns)
         if arr.dtype != np.bool_:

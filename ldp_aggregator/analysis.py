@@ -20,10 +20,13 @@ from ldp_aggregator.estimators import (
     estimate_rappor_bits,
     estimate_rappor_candidates,
 )
+from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
+from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import estimates_pb2
 from ldp_client.errors import InvalidParameterError
-from ldp_client.params import RapporParams
+from ldp_client.numeric_params import NumericParams
+from ldp_client.params import PairedParams, RapporParams
 
 __all__ = ["CampaignEstimate", "estimate_campaign", "estimate_to_dict", "estimate_to_proto"]
 
@@ -41,6 +44,11 @@ class CampaignEstimate:
     confidence: float
     frequencies: FrequencyEstimate | None
     rappor_bits: RapporBitEstimate | None
+    means: MeansEstimate | None = None
+    """Numeric mechanisms (issue 6): the mean and sum of every attribute."""
+    postprocessed: tuple[PostprocessedEstimate, ...] = ()
+    """Frequency mechanisms other than string RAPPOR (issue 6): Norm-Sub and clipped counts, labelled and
+    beside (never instead of) the unbiased ``frequencies`` (:mod:`ldp_aggregator.postprocess`)."""
 
 
 def _check_confidence(confidence: float) -> float:
@@ -57,17 +65,38 @@ def estimate_campaign(
     *,
     candidates: Sequence[str] = (),
     confidence: float = 0.95,
+    population_size: int | None = None,
 ) -> CampaignEstimate:
     """Estimates for a campaign from its committed accumulator.
 
     String RAPPOR gives per-cohort bit counts always, and per-candidate estimates when candidates come
-    with the request or, failing that, with the campaign. Other mechanisms estimate every domain item.
+    with the request or, failing that, with the campaign. Numeric mechanisms give the mean (and the sum
+    over ``population_size`` devices, default the number of reports) of every attribute. Other
+    mechanisms estimate every domain item.
     """
     conf = _check_confidence(confidence)
     params = info.params
     frequencies: FrequencyEstimate | None = None
     bits: RapporBitEstimate | None = None
-    if isinstance(params, RapporParams):
+    means: MeansEstimate | None = None
+    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
+        if candidates:
+            raise InvalidParameterError(
+                "candidates", list(candidates)[:3], f"none for mechanism {params.name}"
+            )
+        if not isinstance(acc, MeanAccumulator):
+            raise InvalidParameterError(
+                "accumulator", type(acc).__name__, f"a mean accumulator for {params.name}"
+            )
+        if acc.n > 0:
+            means = estimate_means(params, acc, confidence=conf, population_size=population_size)
+    elif population_size:
+        raise InvalidParameterError(
+            "population_size",
+            population_size,
+            f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
+        )
+    elif isinstance(params, RapporParams):
         if not isinstance(acc, BitCountAccumulator):
             raise InvalidParameterError("accumulator", type(acc).__name__, "bit counts for rappor")
         if acc.n > 0:
@@ -77,6 +106,11 @@ def estimate_campaign(
             frequencies = estimate_rappor_candidates(
                 params, acc, campaign_id=info.campaign_id, candidates=chosen, confidence=conf
             )
+    elif isinstance(params, PairedParams):  # issue 5: two variables, for Analyst.EstimateAssociation
+        if candidates:
+            raise InvalidParameterError(
+                "candidates", list(candidates)[:3], "none for paired (use EstimateAssociation)"
+            )
     else:
         if candidates:
             raise InvalidParameterError(
@@ -84,6 +118,10 @@ def estimate_campaign(
             )
         if acc.n > 0:
             frequencies = estimate_frequencies(params, acc, confidence=conf)
+    # Issue 6: consistent (non-negative, summing to the total) versions of a full-domain estimate.
+    extra = (
+        () if frequencies is None or isinstance(params, RapporParams) else postprocess(frequencies, params)
+    )
     return CampaignEstimate(
         campaign_id=info.campaign_id,
         mechanism=params.name,
@@ -93,6 +131,8 @@ def estimate_campaign(
         confidence=conf,
         frequencies=frequencies,
         rappor_bits=bits,
+        means=means,
+        postprocessed=extra,
     )
 
 
@@ -126,6 +166,27 @@ def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:
         msg.rappor_bits.cohort_reports.extend(b.cohort_reports.tolist())
         msg.rappor_bits.counts.extend(b.counts.ravel().tolist())
         msg.rappor_bits.std_errors.extend(b.std_errors.ravel().tolist())
+    for pp in est.postprocessed:  # issue 6: Norm-Sub and clip, beside the unbiased items
+        msg.postprocessed.append(
+            estimates_pb2.PostprocessedEstimates(method=pp.method, counts=pp.counts, total=pp.total)
+        )
+    if est.means is not None:  # issue 6: numeric mechanisms
+        msg.population_size = est.means.population_size
+        msg.means.extend(
+            estimates_pb2.MeanEstimate(
+                label=m.label,
+                mean=m.mean,
+                std_error=m.std_error,
+                ci_low=m.ci_low,
+                ci_high=m.ci_high,
+                sum=m.sum,
+                sum_std_error=m.sum_std_error,
+                sum_ci_low=m.sum_ci_low,
+                sum_ci_high=m.sum_ci_high,
+                n=m.n,
+            )
+            for m in est.means.means
+        )
     return msg
 
 
@@ -164,4 +225,25 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
             "counts": list(b.counts),
             "std_errors": list(b.std_errors),
         }
+    if msg.postprocessed:  # issue 6: labelled post-processed counts (biased; no intervals)
+        out["postprocessed"] = [
+            {"method": pp.method, "counts": list(pp.counts), "total": pp.total} for pp in msg.postprocessed
+        ]
+    if msg.means:  # issue 6: numeric mechanisms
+        out["population_size"] = msg.population_size
+        out["means"] = [
+            {
+                "label": m.label,
+                "mean": _json_number(m.mean),
+                "std_error": _json_number(m.std_error),
+                "ci_low": _json_number(m.ci_low),
+                "ci_high": _json_number(m.ci_high),
+                "sum": _json_number(m.sum),
+                "sum_std_error": _json_number(m.sum_std_error),
+                "sum_ci_low": _json_number(m.sum_ci_low),
+                "sum_ci_high": _json_number(m.sum_ci_high),
+                "n": m.n,
+            }
+            for m in msg.means
+        ]
     return out

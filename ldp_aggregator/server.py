@@ -1,33 +1,87 @@
-"""Wiring: a grpc.aio server around the servicers, with graceful shutdown.
+"""Wiring: a grpc.aio server around the servicers, with security, operations and graceful shutdown.
 
-``serve`` is what ``ldp-aggregator serve`` runs: it stops accepting on SIGINT/SIGTERM, lets in-flight
-RPCs finish (each waits for its commit), then drains and closes the store. :class:`BackgroundServer`
-runs the same server on a thread of the calling process (tests, the demo, the simulator).
+``serve`` is what ``ldp-aggregator serve`` runs; :class:`BackgroundServer` runs the same server on a
+thread of the calling process (tests, the demo, the simulator). One server is:
+
+* the ``ldp.v1`` Collector and Analyst servicers behind :class:`~ldp_aggregator.guard.Guard` (tokens and
+  roles, per-token rate limits, size limits, message parsing);
+* TLS when a certificate and key are configured, mutual TLS when a client CA is too;
+* standard gRPC health checking (``grpc.health.v1.Health``: ``""``, ``ldp.v1.Collector`` and
+  ``ldp.v1.Analyst``; the Collector turns NOT_SERVING while the store cannot commit and back when it can,
+  and everything turns NOT_SERVING at shutdown) and server reflection, both without a token;
+* Prometheus metrics on a separate HTTP port bound to 127.0.0.1 (:mod:`ldp_aggregator.metrics`);
+* background tasks: token refresh (revocations and new tokens take effect within ``token_refresh_s``) and
+  the raw-report retention purge.
+
+Authentication is on iff the database holds a valid token (:mod:`ldp_aggregator.auth`). Without one the
+server refuses any non-loopback listen address and logs that authentication is off.
+
+Shutdown (SIGINT/SIGTERM): health turns NOT_SERVING, new RPCs are refused, in-flight RPCs finish (each waits
+for its commit) within ``grace_s``, then the store drains and closes. Nothing acknowledged is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import logging
+import math
 import signal
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
+from ldp_aggregator.auth import Authenticator
+from ldp_aggregator.guard import Guard
+from ldp_aggregator.logs import log_event
+from ldp_aggregator.metrics import Metrics
+from ldp_aggregator.ratelimit import Limits, RateLimiter
 from ldp_aggregator.service import Aggregator, AnalystServicer, CollectorServicer, open_store
-from ldp_client._proto.ldp.v1 import services_pb2_grpc
-from ldp_client.errors import InvalidParameterError
+from ldp_aggregator.store import Store
+from ldp_client._proto.ldp.v1 import services_pb2, services_pb2_grpc
+from ldp_client.errors import InvalidParameterError, LdpError
 
-__all__ = ["DEFAULT_DB", "DEFAULT_LISTEN", "BackgroundServer", "ServerConfig", "serve"]
+__all__ = ["DEFAULT_DB", "DEFAULT_LISTEN", "BackgroundServer", "ServerConfig", "is_loopback", "serve"]
 
 log = logging.getLogger("ldp_aggregator")
 
 DEFAULT_DB = Path("ldp-data") / "ldp.sqlite3"
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+_COLLECTOR = services_pb2.DESCRIPTOR.services_by_name["Collector"].full_name
+_ANALYST = services_pb2.DESCRIPTOR.services_by_name["Analyst"].full_name
+_HEALTH_POLL_S = 0.5
+# The asyncio health servicer (grpcio-health-checking >= 1.50); the type stubs only know the sync one.
+_AioHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (of a HOST:PORT listen address) is a loopback address: 127.0.0.0/8, ::1, localhost."""
+    h = host.strip().removeprefix("[").removesuffix("]")
+    if h.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _positive(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise InvalidParameterError(name, value, "a finite number > 0")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,10 +90,21 @@ class ServerConfig:
 
     Attributes:
         db: SQLite database file (created with its directory).
-        listen: ``HOST:PORT``; port 0 picks a free port.
+        listen: ``HOST:PORT``; port 0 picks a free port. A non-loopback host needs an access token in the
+            database.
         retain_raw: Keep every batch's raw reports next to the accumulators.
         max_message_bytes: Larger requests are refused with RESOURCE_EXHAUSTED.
         grace_s: On shutdown, how long in-flight RPCs may take to finish.
+        tls_cert: PEM certificate chain of the server (with ``tls_key``: TLS).
+        tls_key: PEM private key of ``tls_cert``.
+        tls_client_ca: PEM CA certificates; when set, clients must present a certificate signed by one of
+            them (mutual TLS). Needs ``tls_cert``.
+        metrics_port: Prometheus metrics on ``127.0.0.1:metrics_port`` (0: a free port; None: off).
+        raw_retention_days: Raw reports older than this are deleted by a periodic purge (None: kept).
+        purge_interval_s: How often the retention purge runs.
+        token_refresh_s: How often valid tokens are re-read from the database (revocations take effect
+            within this time).
+        limits: Per-token rate limits and size limits.
     """
 
     db: Path = DEFAULT_DB
@@ -47,6 +112,14 @@ class ServerConfig:
     retain_raw: bool = True
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grace_s: float = 10.0
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    metrics_port: int | None = None
+    raw_retention_days: float | None = None
+    purge_interval_s: float = 3600.0
+    token_refresh_s: float = 1.0
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
@@ -54,52 +127,246 @@ class ServerConfig:
             raise InvalidParameterError("listen", self.listen, "HOST:PORT with a port in [0, 65535]")
         if not 1024 <= self.max_message_bytes <= 1 << 30:
             raise InvalidParameterError("max_message_bytes", self.max_message_bytes, "1 KiB to 1 GiB")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise InvalidParameterError(
+                "tls_cert" if self.tls_cert is None else "tls_key",
+                None,
+                "both tls_cert and tls_key (a certificate and its private key), or neither",
+            )
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise InvalidParameterError(
+                "tls_client_ca",
+                str(self.tls_client_ca),
+                "only with tls_cert and tls_key (mutual TLS needs TLS)",
+            )
+        mp = self.metrics_port
+        if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or not 0 <= mp <= 65535):
+            raise InvalidParameterError("metrics_port", mp, "a port in [0, 65535] (0: any free port) or None")
+        if self.raw_retention_days is not None:
+            _positive("raw_retention_days", self.raw_retention_days)
+        _positive("grace_s", self.grace_s)
+        _positive("purge_interval_s", self.purge_interval_s)
+        _positive("token_refresh_s", self.token_refresh_s)
+        if not isinstance(self.limits, Limits):
+            raise InvalidParameterError("limits", self.limits, "a Limits")
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0]
 
 
-async def _start(config: ServerConfig) -> tuple[grpc.aio.Server, Aggregator, int]:
-    store = open_store(str(config.db), retain_raw=config.retain_raw)
-    aggregator = Aggregator(store)
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", config.max_message_bytes),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ]
-    )
-    services_pb2_grpc.add_CollectorServicer_to_server(CollectorServicer(aggregator), server)
-    services_pb2_grpc.add_AnalystServicer_to_server(AnalystServicer(aggregator), server)
+def _read_pem(field_name: str, path: Path) -> bytes:
     try:
-        port = server.add_insecure_port(config.listen)
-    except RuntimeError as exc:
-        store.close()
-        raise InvalidParameterError(
-            "listen", config.listen, f"an address this host can bind ({exc})"
-        ) from None
-    await server.start()
-    return server, aggregator, port
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidParameterError(field_name, str(path), f"a readable PEM file ({exc.strerror})") from None
+    if b"-----BEGIN " not in data:
+        raise InvalidParameterError(field_name, str(path), "a PEM file (no '-----BEGIN' line found)")
+    return data
 
 
-async def _shutdown(server: grpc.aio.Server, aggregator: Aggregator, grace_s: float) -> None:
-    # Stop accepting new RPCs, let the in-flight ones finish (they wait for their commit), then drain
-    # whatever is still queued in the store and close it.
-    await server.stop(grace_s)
-    await asyncio.to_thread(aggregator.store.close)
+def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    if config.tls_cert is None or config.tls_key is None:
+        return None
+    cert = _read_pem("tls_cert", config.tls_cert)
+    key = _read_pem("tls_key", config.tls_key)
+    ca = _read_pem("tls_client_ca", config.tls_client_ca) if config.tls_client_ca is not None else None
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+@dataclass(kw_only=True, eq=False)
+class _Running:
+    """One started server and what it owns."""
+
+    server: grpc.aio.Server
+    aggregator: Aggregator
+    port: int
+    authenticator: Authenticator
+    metrics: Metrics
+    health: Any  # grpc_health's asyncio HealthServicer
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+async def _refresh_tokens(store: Store, auth: Authenticator, every_s: float) -> None:
+    warned = False
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            tokens = await asyncio.to_thread(store.list_tokens)
+        except LdpError as exc:
+            if not warned:  # keep the last known tokens; say so once per outage
+                log_event(log, "token_refresh_failed", level=logging.WARNING, error=str(exc))
+                warned = True
+            continue
+        warned = False
+        before = auth.active_tokens
+        if auth.load(tokens):
+            log_event(log, "auth_enabled", level=logging.WARNING, tokens=auth.active_tokens,
+                      note="a token was created: every ldp.v1 call now needs one")  # fmt: skip
+        elif auth.active_tokens != before:
+            log_event(log, "tokens_reloaded", tokens=auth.active_tokens)
+
+
+async def _purge_loop(store: Store, metrics: Metrics, days: float, every_s: float) -> None:
+    while True:
+        cutoff = int((time.time() - days * 86400.0) * 1000)
+        try:
+            deleted = await asyncio.to_thread(store.purge_raw, cutoff)
+        except LdpError as exc:
+            log_event(log, "raw_purge_failed", level=logging.WARNING, error=str(exc))
+        else:
+            metrics.raw_purged.inc(deleted)
+            log_event(log, "raw_purged", rows=deleted, older_than_days=days)
+        await asyncio.sleep(every_s)
+
+
+async def _watch_store(store: Store, servicer: Any) -> None:
+    """Collector health follows the store: NOT_SERVING while its last commit failed, else SERVING."""
+    serving = health_pb2.HealthCheckResponse.SERVING
+    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+    state = serving
+    while True:
+        await asyncio.sleep(_HEALTH_POLL_S)
+        new_state = not_serving if store.stats().last_commit_failed else serving
+        if new_state != state:
+            state = new_state
+            for name in ("", _COLLECTOR):
+                await servicer.set(name, state)
+            log_event(log, "health_changed", level=logging.WARNING, service=_COLLECTOR,
+                      status=health_pb2.HealthCheckResponse.ServingStatus.Name(state))  # fmt: skip
+
+
+async def _start(config: ServerConfig) -> _Running:
+    store = open_store(str(config.db), retain_raw=config.retain_raw)
+    metrics = Metrics()
+    try:
+        authenticator = Authenticator(await asyncio.to_thread(store.list_tokens))
+        if not authenticator.required and not is_loopback(config.host):
+            raise InvalidParameterError(
+                "listen",
+                config.listen,
+                "a loopback address (127.0.0.1, [::1] or localhost) while the database holds no access"
+                " token: create tokens first (`ldp-aggregator token create --role ROLE --db PATH`)",
+            )
+        credentials = _server_credentials(config)
+        metrics.bind_store(store)
+        metrics.auth_required.set_function(lambda: float(authenticator.required))
+        aggregator = Aggregator(store, metrics=metrics)
+        guard = Guard(authenticator, RateLimiter(config.limits), metrics)
+        server = grpc.aio.server(
+            interceptors=[guard],
+            options=[
+                ("grpc.max_receive_message_length", config.max_message_bytes),
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ],
+        )
+        services_pb2_grpc.add_CollectorServicer_to_server(CollectorServicer(aggregator), server)
+        services_pb2_grpc.add_AnalystServicer_to_server(AnalystServicer(aggregator), server)
+        health_servicer = _AioHealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            (_COLLECTOR, _ANALYST, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        try:
+            if credentials is not None:
+                port = server.add_secure_port(config.listen, credentials)
+            else:
+                port = server.add_insecure_port(config.listen)
+        except RuntimeError as exc:
+            raise InvalidParameterError(
+                "listen", config.listen, f"an address this host can bind ({exc})"
+            ) from None
+        for name in ("", _COLLECTOR, _ANALYST):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await server.start()
+        running = _Running(
+            server=server,
+            aggregator=aggregator,
+            port=port,
+            authenticator=authenticator,
+            metrics=metrics,
+            health=health_servicer,
+        )
+        if config.metrics_port is not None:
+            metrics.serve(config.metrics_port)
+    except BaseException:
+        metrics.stop()
+        await asyncio.to_thread(store.close)
+        raise
+    running.tasks = [
+        asyncio.create_task(_refresh_tokens(store, authenticator, config.token_refresh_s)),
+        asyncio.create_task(_watch_store(store, health_servicer)),
+    ]
+    if config.raw_retention_days is not None and config.retain_raw:
+        running.tasks.append(
+            asyncio.create_task(
+                _purge_loop(store, metrics, config.raw_retention_days, config.purge_interval_s)
+            )
+        )
+    _log_started(config, running)
+    return running
+
+
+def _log_started(config: ServerConfig, running: _Running) -> None:
+    tls = "mutual" if config.tls_client_ca is not None else ("on" if config.tls_cert is not None else "off")
+    log_event(
+        log,
+        "server_started",
+        listen=f"{config.host}:{running.port}",
+        db=str(config.db),
+        tls=tls,
+        auth="on" if running.authenticator.required else "off",
+        tokens=running.authenticator.active_tokens,
+        metrics_port=running.metrics.port,
+        retain_raw=config.retain_raw,
+        raw_retention_days=config.raw_retention_days,
+    )
+    if not running.authenticator.required:
+        log_event(
+            log,
+            "auth_disabled",
+            level=logging.WARNING,
+            note="no access token in the database: authentication is OFF, listening on loopback only;"
+            " create tokens with `ldp-aggregator token create` to serve other hosts",
+        )
+    elif config.tls_cert is None and not is_loopback(config.host):
+        log_event(
+            log,
+            "tls_disabled",
+            level=logging.WARNING,
+            note="tokens travel in clear text over the network: configure tls_cert and tls_key",
+        )
+
+
+async def _shutdown(running: _Running, grace_s: float) -> None:
+    # Tell load balancers first, stop the background tasks, stop accepting new RPCs and let the in-flight
+    # ones finish (they wait for their commit), then drain whatever is still queued in the store and close.
+    await running.health.enter_graceful_shutdown()
+    for task in running.tasks:
+        task.cancel()
+    for task in running.tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await running.server.stop(grace_s)
+    await asyncio.to_thread(running.aggregator.store.close)
+    running.metrics.stop()
 
 
 async def serve(config: ServerConfig, *, on_ready: Callable[[int], None] | None = None) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    server, aggregator, port = await _start(config)
+    running = await _start(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    host = config.listen.rpartition(":")[0]
-    log.info("listening on %s:%d, database %s", host, port, config.db)
     if on_ready is not None:
-        on_ready(port)
+        on_ready(running.port)
     await stop.wait()
-    log.info("shutting down: draining in-flight requests and committing")
-    await _shutdown(server, aggregator, config.grace_s)
-    log.info("stopped cleanly")
+    log_event(log, "shutting_down", note="draining in-flight requests and committing")
+    await _shutdown(running, config.grace_s)
+    log_event(log, "stopped", note="clean shutdown")
 
 
 class BackgroundServer:
@@ -109,31 +376,46 @@ class BackgroundServer:
         self.config = config
         self.port = 0
         self.aggregator: Aggregator | None = None
+        self.metrics: Metrics | None = None
+        self.authenticator: Authenticator | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ldp-aggregator", daemon=True)
-        self._server: grpc.aio.Server | None = None
+        self._running: _Running | None = None
 
     @property
     def target(self) -> str:
-        return f"{self.config.listen.rpartition(':')[0]}:{self.port}"
+        return f"{self.config.host}:{self.port}"
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port serving /metrics on 127.0.0.1, if any."""
+        return None if self.metrics is None else self.metrics.port
 
     def start(self) -> BackgroundServer:
         self._thread.start()
         fut = asyncio.run_coroutine_threadsafe(_start(self.config), self._loop)
-        self._server, self.aggregator, self.port = fut.result(timeout=30)
+        try:
+            running = fut.result(timeout=30)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop.close()
+            raise
+        self._running = running
+        self.aggregator, self.port = running.aggregator, running.port
+        self.metrics, self.authenticator = running.metrics, running.authenticator
         return self
 
     def stop(self) -> None:
-        if self._server is not None and self.aggregator is not None:
-            fut = asyncio.run_coroutine_threadsafe(
-                _shutdown(self._server, self.aggregator, self.config.grace_s), self._loop
-            )
+        if self._running is not None:
+            fut = asyncio.run_coroutine_threadsafe(_shutdown(self._running, self.config.grace_s), self._loop)
             fut.result(timeout=self.config.grace_s + 60)
-            self._server = None
+            self._running = None
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
-        self._loop.close()
+        if not self._loop.is_closed():
+            self._loop.close()
 
     def __enter__(self) -> BackgroundServer:
         return self.start()

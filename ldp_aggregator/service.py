@@ -12,21 +12,30 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
 from ldp_aggregator.accumulators import Accumulator, accumulator_for, accumulator_from_bytes, add_columns
 from ldp_aggregator.analysis import CampaignEstimate, estimate_campaign, estimate_to_proto
+from ldp_aggregator.association import ReportsUnavailableError
+from ldp_aggregator.auth import PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.logs import log_event
+from ldp_aggregator.ratelimit import ResourceLimitError
 from ldp_aggregator.store import CampaignRecord, Store, SubmitOutcome
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import (
     campaign_pb2,
+    decode_pb2,
     estimates_pb2,
     reports_pb2,
     services_pb2,
     services_pb2_grpc,
 )
+
+if TYPE_CHECKING:
+    from ldp_aggregator.metrics import Metrics
+
 from ldp_client.errors import (
     BudgetExceededError,
     CampaignClosedError,
@@ -46,6 +55,7 @@ __all__ = [
     "decode_accumulator",
     "info_from_record",
     "open_store",
+    "status_for",
     "zero_accumulator",
 ]
 
@@ -60,6 +70,10 @@ _STATUS_BY_ERROR: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (CampaignClosedError, grpc.StatusCode.FAILED_PRECONDITION),
     (BudgetExceededError, grpc.StatusCode.FAILED_PRECONDITION),
     (StoreUnavailableError, grpc.StatusCode.UNAVAILABLE),
+    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
+    (ResourceLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ReportsUnavailableError, grpc.StatusCode.FAILED_PRECONDITION),  # issue 5: association needs raw reports
     (InvalidParameterError, grpc.StatusCode.INVALID_ARGUMENT),
     (InvalidReportError, grpc.StatusCode.INVALID_ARGUMENT),
     (DomainError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -73,6 +87,11 @@ def _status_for(exc: BaseException) -> grpc.StatusCode:
     if isinstance(exc, LdpError | ValueError):
         return grpc.StatusCode.INVALID_ARGUMENT
     return grpc.StatusCode.INTERNAL
+
+
+#: The status code of an error (the table above); also used by ``ldp_aggregator.guard`` for the checks it
+#: makes before a servicer runs, so every error maps to its code in one place.
+status_for = _status_for
 
 
 async def _call(context: grpc.aio.ServicerContext[Any, Any], work: Awaitable[_T]) -> _T:
@@ -138,10 +157,13 @@ class _Campaign:
 class Aggregator:
     """Campaigns, ingestion and estimates over a :class:`Store`; independent of gRPC."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: Store, *, clock: Callable[[], float] = time.time, metrics: Metrics | None = None
+    ) -> None:
         self.store = store
         self._clock = clock
         self._cache: dict[str, _Campaign] = {}
+        self.metrics = metrics
 
     def _campaign(self, campaign_id: str) -> _Campaign:
         record = self.store.get_campaign(campaign_id)  # raises CampaignNotFoundError
@@ -171,7 +193,42 @@ class Aggregator:
                 created_unix_ms=created,
             )
         )
+        log_event(log, "campaign_created", campaign=info.campaign_id, mechanism=info.params.name)
         return stored
+
+    def close_campaign(self, campaign_id: str) -> campaign_pb2.Campaign:
+        """Close a campaign durably (idempotent); returns it as stored, closed. Blocks until committed."""
+        self.store.close_campaign(campaign_id)
+        log_event(log, "campaign_closed", campaign=campaign_id)
+        return self.get_campaign(campaign_id)
+
+    def export_campaign(
+        self, campaign_id: str, *, candidates: Sequence[str] = (), confidence: float = 0.95
+    ) -> services_pb2.ExportCampaignResponse:
+        """The committed accumulator, its counts and the estimate made from it, from one snapshot."""
+        record, acc, n_batches = self.store.snapshot(campaign_id)
+        info = info_from_record(record)
+        est = estimate_campaign(info, cast(Accumulator, acc), candidates=candidates, confidence=confidence)
+        return services_pb2.ExportCampaignResponse(
+            campaign=self.campaign_message(info),
+            accumulator=acc.to_bytes(),
+            n_reports=acc.n,
+            n_batches=n_batches,
+            estimate=estimate_to_proto(est),
+            exported_unix_ms=int(self._clock() * 1000),
+        )
+
+    async def _commit(
+        self, campaign_id: str, batch_id: str, n: int, delta: Accumulator, payload: bytes | None
+    ) -> SubmitOutcome:
+        """Hand a validated batch to the store's group commit; returns once committed (and counts it)."""
+        start = time.perf_counter()
+        outcome = await self.store.submit_async(campaign_id, batch_id, n, delta, payload)
+        if self.metrics is not None:
+            self.metrics.observe_commit(
+                n_reports=outcome.accepted, duplicate=outcome.duplicate, seconds=time.perf_counter() - start
+            )
+        return outcome
 
     def get_campaign(self, campaign_id: str) -> campaign_pb2.Campaign:
         return self.campaign_message(self._campaign(campaign_id).info)
@@ -194,8 +251,9 @@ class Aggregator:
         self, campaign_id: str, decode: Callable[[wire.CampaignInfo], Any]
     ) -> tuple[Accumulator, int]:
         campaign = self._campaign(campaign_id)
-        if campaign.info.closed:
-            raise CampaignClosedError(campaign_id)
+        # A closed campaign is refused by the store, after its duplicate check: a retry of a batch stored
+        # before the close still answers "duplicate" (the client learns it was counted), anything new gets
+        # CampaignClosedError (FAILED_PRECONDITION).
         columns = decode(campaign.info)
         delta = accumulator_for(campaign.info.params)
         add_columns(delta, campaign.info.params, columns)
@@ -207,10 +265,10 @@ class Aggregator:
             msg.campaign_id,
             lambda info: wire.batch_from_proto(msg, info.params, campaign_id=info.campaign_id),
         )
-        payload = raw if raw is not None else msg.SerializeToString()
-        return await self.store.submit_async(
-            msg.campaign_id, msg.batch_id, n, delta, payload if self.store.retain_raw else None
-        )
+        payload = None
+        if self.store.retain_raw:
+            payload = raw if raw is not None else msg.SerializeToString()
+        return await self._commit(msg.campaign_id, msg.batch_id, n, delta, payload)
 
     async def submit_report(self, msg: reports_pb2.Report) -> SubmitOutcome:
         """One device report, idempotent by its ``report_id`` (stored as a batch of one)."""
@@ -221,10 +279,66 @@ class Aggregator:
             lambda info: wire.report_from_proto(msg, info.params, campaign_id=info.campaign_id),
         )
         payload = msg.SerializeToString() if self.store.retain_raw else None
-        return await self.store.submit_async(msg.campaign_id, "r:" + msg.report_id, n, delta, payload)
+        return await self._commit(msg.campaign_id, "r:" + msg.report_id, n, delta, payload)
+
+    def decode_rappor(
+        self,
+        campaign_id: str,
+        *,
+        candidates: Sequence[str] = (),
+        confidence: float = 0.95,
+        alpha: float = 0.05,
+        correction: str = "bonferroni",
+        selection_z: float | None = None,
+    ) -> Any:
+        """Decode a RAPPOR campaign (issue 5): :func:`ldp_aggregator.rappor_decode.decode_campaign`."""
+        from ldp_aggregator.rappor_decode import decode_campaign
+
+        record, acc, _ = self.store.snapshot(campaign_id)
+        return decode_campaign(
+            info_from_record(record),
+            cast(Accumulator, acc),
+            candidates=candidates,
+            confidence=confidence,
+            alpha=alpha,
+            correction=correction,  # type: ignore[arg-type]  # validated by decode_campaign
+            selection_z=selection_z,
+        )
+
+    def estimate_association(
+        self,
+        campaign_id: str,
+        *,
+        first_candidates: Sequence[str] = (),
+        second_candidates: Sequence[str] = (),
+        confidence: float = 0.95,
+        max_values: int | None = None,
+        max_iterations: int | None = None,
+        tolerance: float | None = None,
+    ) -> Any:
+        """Joint distribution of a paired campaign (issue 5): see ``association.associate_campaign``."""
+        from ldp_aggregator import association
+
+        record, acc, _ = self.store.snapshot(campaign_id)
+        return association.associate_campaign(
+            info_from_record(record),
+            acc,
+            lambda: self.store.raw_payloads(campaign_id),
+            first_candidates=first_candidates,
+            second_candidates=second_candidates,
+            confidence=confidence,
+            max_values=max_values or association.DEFAULT_MAX_VALUES,
+            max_iterations=max_iterations or association.DEFAULT_MAX_ITERATIONS,
+            tolerance=tolerance or association.DEFAULT_TOLERANCE,
+        )
 
     def estimate(
-        self, campaign_id: str, *, candidates: Sequence[str] = (), confidence: float = 0.95
+        self,
+        campaign_id: str,
+        *,
+        candidates: Sequence[str] = (),
+        confidence: float = 0.95,
+        population_size: int | None = None,
     ) -> CampaignEstimate:
         campaign = self._campaign(campaign_id)
         return estimate_campaign(
@@ -233,6 +347,7 @@ class Aggregator:
             cast(Accumulator, self.store.accumulator(campaign_id)),
             candidates=candidates,
             confidence=confidence,
+            population_size=population_size,  # numeric mechanisms (issue 6); None = n_reports
         )
 
 
@@ -332,7 +447,73 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
                 request.campaign_id,
                 candidates=tuple(request.candidates),
                 confidence=confidence,
+                population_size=request.population_size or None,
             )
             return estimate_to_proto(est)
+
+        return await _call(context, work())
+
+    async def CloseCampaign(  # noqa: N802
+        self, request: services_pb2.CloseCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> campaign_pb2.Campaign:
+        async def work() -> campaign_pb2.Campaign:
+            # Waits for the store's writer (a durable commit): off the event loop.
+            return await asyncio.to_thread(self._agg.close_campaign, request.campaign_id)
+
+        return await _call(context, work())
+
+    async def ExportCampaign(  # noqa: N802
+        self, request: services_pb2.ExportCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> services_pb2.ExportCampaignResponse:
+        async def work() -> services_pb2.ExportCampaignResponse:
+            return await asyncio.to_thread(
+                self._agg.export_campaign,
+                request.campaign_id,
+                candidates=tuple(request.candidates),
+                confidence=request.confidence or 0.95,
+            )
+
+        return await _call(context, work())
+
+    async def DecodeRappor(  # noqa: N802
+        self, request: decode_pb2.DecodeRapporRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> decode_pb2.DecodeRapporResponse:
+        """``Analyst.DecodeRappor`` (issue 5): see :mod:`ldp_aggregator.rappor_decode`."""
+        from ldp_aggregator.rappor_decode import correction_from_proto, decode_to_proto
+
+        async def work() -> decode_pb2.DecodeRapporResponse:
+            # Decoding runs a regression over up to 10^5 candidates: off the event loop.
+            result = await asyncio.to_thread(
+                self._agg.decode_rappor,
+                request.campaign_id,
+                candidates=tuple(request.candidates),
+                confidence=request.confidence or 0.95,
+                alpha=request.alpha or 0.05,
+                correction=correction_from_proto(request.correction),
+                selection_z=request.selection_z or None,
+            )
+            return decode_to_proto(result, request.campaign_id)
+
+        return await _call(context, work())
+
+    async def EstimateAssociation(  # noqa: N802
+        self, request: decode_pb2.AssociationRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> decode_pb2.AssociationResponse:
+        """``Analyst.EstimateAssociation`` (issue 5): see :mod:`ldp_aggregator.association`."""
+        from ldp_aggregator.association import association_to_proto
+
+        async def work() -> decode_pb2.AssociationResponse:
+            # EM over every retained report: off the event loop.
+            result = await asyncio.to_thread(
+                self._agg.estimate_association,
+                request.campaign_id,
+                first_candidates=tuple(request.first_candidates),
+                second_candidates=tuple(request.second_candidates),
+                confidence=request.confidence or 0.95,
+                max_values=request.max_values or None,
+                max_iterations=request.max_iterations or None,
+                tolerance=request.tolerance or None,
+            )
+            return association_to_proto(result, request.campaign_id)
 
         return await _call(context, work())

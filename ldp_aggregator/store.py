@@ -26,6 +26,13 @@ Durability model (see DESIGN.md, "Storage and durability"):
 
 Nothing here stores an IP address, a client identifier or any other per-device metadata: a batch row is
 (campaign, client-chosen batch id, report count, server receive time).
+
+Access tokens (schema version 2) live in the same file, in a ``tokens`` table that is never joined with
+reports: (id, role, name, SHA-256 of the token, created, revoked). The token itself is never stored. The
+module functions :func:`add_token`, :func:`revoke_token`, :func:`list_tokens` and :func:`purge_raw_file`
+use their own short connection, so the CLI can run them while a server holds the database: none of
+them touches state a :class:`Store` mirrors in memory (a server reads tokens with
+:meth:`Store.list_tokens`, from the database, on every refresh).
 """
 
 from __future__ import annotations
@@ -62,15 +69,24 @@ __all__ = [
     "Accumulator",
     "CampaignRecord",
     "Store",
+    "StoreLockedError",
     "StoreSchemaError",
     "StoreStats",
     "SubmitOutcome",
+    "TokenRecord",
+    "add_token",
+    "list_tokens",
+    "purge_raw_file",
+    "revoke_token",
 ]
 
 _log = logging.getLogger(__name__)
 
-#: Version of the on-disk schema this code reads and writes. A database with any other version is refused.
-SCHEMA_VERSION: Final = 1
+#: Version of the on-disk schema this code writes. Version 1 files (no ``tokens`` table) are migrated in
+#: place when a writable Store opens them (read as they are when opened read-only); others are refused.
+SCHEMA_VERSION: Final = 2
+#: Older schema versions this code can migrate from (and read without migrating).
+_MIGRATABLE_VERSIONS: Final = frozenset({"1"})
 #: Longest campaign id or batch id (characters) the store accepts.
 MAX_ID_LENGTH: Final = 256
 # Rows fetched per round trip by raw_payloads(): each chunk is its own short read transaction, so a slow
@@ -109,6 +125,16 @@ _SCHEMA: Final = (
         n_batches INTEGER NOT NULL CHECK (n_batches >= 0)
     )""",
 )
+# Schema version 2: access tokens. Only the SHA-256 of a token is kept (the token is shown once, at
+# creation); nothing links a token to the reports sent with it.
+_TOKENS_SCHEMA: Final = """CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),
+    created_unix_ms INTEGER NOT NULL,
+    revoked_unix_ms INTEGER
+)"""
 # Created only when raw retention is on. A rowid table (payloads can be large) read in insertion order.
 _RAW_SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS raw_reports (
@@ -118,7 +144,13 @@ _RAW_SCHEMA: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS raw_reports_by_campaign ON raw_reports (campaign_id)",
 )
-_KNOWN_TABLES: Final = frozenset({"meta", "campaigns", "batches", "accumulators", "raw_reports"})
+_PURGE_RAW_SQL: Final = (
+    "DELETE FROM raw_reports WHERE rowid IN ("
+    " SELECT r.rowid FROM raw_reports AS r JOIN batches AS b"
+    " ON b.campaign_id = r.campaign_id AND b.batch_id = r.batch_id"
+    " WHERE b.received_unix_ms < ?)"
+)
+_KNOWN_TABLES: Final = frozenset({"meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens"})
 
 
 class StoreSchemaError(LdpError):
@@ -126,6 +158,10 @@ class StoreSchemaError(LdpError):
 
     Not retryable: upgrade the software, or point the store at another file.
     """
+
+
+class StoreLockedError(StoreUnavailableError):
+    """Another :class:`Store` (usually a running server) holds the database's lock file."""
 
 
 class Accumulator(Protocol):
@@ -188,6 +224,50 @@ class CampaignRecord:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TokenRecord:
+    """One access token as stored: never the token, only its SHA-256.
+
+    Attributes:
+        token_id: Public id (shown by ``token list``, used to revoke), 1..MAX_ID_LENGTH characters.
+        role: Role name; opaque to the store (``ldp_aggregator.auth`` gives it meaning).
+        name: Free text for operators (who or what uses the token).
+        sha256: SHA-256 digest of the token string (32 bytes).
+        created_unix_ms: Creation time, milliseconds since the Unix epoch.
+        revoked_unix_ms: Revocation time, or None while the token is valid.
+    """
+
+    token_id: str
+    role: str
+    name: str = ""
+    sha256: bytes
+    created_unix_ms: int
+    revoked_unix_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_id("token_id", self.token_id)
+        _check_id("role", self.role)
+        if not isinstance(self.name, str) or len(self.name) > MAX_ID_LENGTH:
+            raise InvalidParameterError("name", self.name, f"a string of at most {MAX_ID_LENGTH} characters")
+        if isinstance(self.sha256, bytearray | memoryview):
+            object.__setattr__(self, "sha256", bytes(self.sha256))
+        if not isinstance(self.sha256, bytes) or len(self.sha256) != 32:
+            raise InvalidParameterError("sha256", self.sha256, "32 bytes (a SHA-256 digest)")
+        for field, value in (
+            ("created_unix_ms", self.created_unix_ms),
+            ("revoked_unix_ms", self.revoked_unix_ms),
+        ):
+            if value is None and field == "revoked_unix_ms":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidParameterError(field, value, "an integer >= 0")
+
+    @property
+    def revoked(self) -> bool:
+        """Whether the token has been revoked."""
+        return self.revoked_unix_ms is not None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SubmitOutcome:
     """Result of a committed submission.
 
@@ -210,6 +290,7 @@ class StoreStats:
     batches_duplicate: int
     reports_accepted: int
     pending: int
+    last_commit_failed: bool = False
 
 
 def _check_id(field: str, value: object) -> None:
@@ -329,6 +410,7 @@ class Store:
         self._batches_accepted = 0
         self._batches_duplicate = 0
         self._reports_accepted = 0
+        self._last_commit_failed = False  # for health checks: is the disk refusing writes right now?
 
         # Writer queue. The condition guards _pending/_accepting/_stopping.
         self._cv = threading.Condition()
@@ -613,6 +695,20 @@ class Store:
             raise CampaignNotFoundError(campaign_id)
         return acc
 
+    def snapshot(self, campaign_id: str) -> tuple[CampaignRecord, Accumulator, int]:
+        """The campaign's record, committed accumulator and batch count, consistent with each other.
+
+        The accumulator is the shared committed object (the writer replaces it, never mutates it): treat
+        it as read-only. Raises CampaignNotFoundError.
+        """
+        with self._state_lock:
+            record = self._campaigns.get(campaign_id)
+            acc = self._acc.get(campaign_id)
+            count = self._n_batches.get(campaign_id)
+        if record is None or acc is None or count is None:
+            raise CampaignNotFoundError(campaign_id)
+        return record, acc, count
+
     def batch_count(self, campaign_id: str) -> int:
         """Number of distinct committed batches of the campaign. Raises CampaignNotFoundError."""
         with self._state_lock:
@@ -673,13 +769,7 @@ class Store:
 
             def body() -> None:
                 nonlocal deleted
-                cur = conn.execute(
-                    "DELETE FROM raw_reports WHERE rowid IN ("
-                    " SELECT r.rowid FROM raw_reports AS r JOIN batches AS b"
-                    " ON b.campaign_id = r.campaign_id AND b.batch_id = r.batch_id"
-                    " WHERE b.received_unix_ms < ?)",
-                    (older_than_unix_ms,),
-                )
+                cur = conn.execute(_PURGE_RAW_SQL, (older_than_unix_ms,))
                 deleted = cur.rowcount
 
             self._transaction(conn, body, what="purge raw reports")
@@ -687,6 +777,15 @@ class Store:
 
         result: int = self._run_in_writer(purge)
         return result
+
+    def list_tokens(self) -> list[TokenRecord]:
+        """Every access token row (valid and revoked), read from the database now.
+
+        Read from the file rather than a mirror, so tokens created or revoked by another process (the CLI
+        while the server runs) are seen at the next call. Empty for a version 1 file opened read-only.
+        """
+        with self._reader() as conn:
+            return _select_tokens(conn)
 
     def stats(self) -> StoreStats:
         """Counters since open."""
@@ -700,6 +799,7 @@ class Store:
                 batches_duplicate=self._batches_duplicate,
                 reports_accepted=self._reports_accepted,
                 pending=pending,
+                last_commit_failed=self._last_commit_failed,
             )
 
     # ------------------------------------------------------------------ connections and schema
@@ -718,7 +818,7 @@ class Store:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise StoreUnavailableError(
+            raise StoreLockedError(
                 f"database {str(self._path)!r} is already open in another Store (lock {lock_path!r} is held);"
                 " only one writer may own it"
             ) from exc
@@ -772,11 +872,17 @@ class Store:
             if not tables:
                 for stmt in _SCHEMA:
                     conn.execute(stmt)
+                conn.execute(_TOKENS_SCHEMA)
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            else:
-                self._check_version(conn, tables, where)
+            elif self._check_version(conn, tables, where) in _MIGRATABLE_VERSIONS:
+                # 1 -> 2: add the tokens table. In the same transaction as the version bump, so a crash
+                # leaves either a complete version 1 or a complete version 2 file.
+                _log.info("migrating %s from schema_version 1 to %d", where, SCHEMA_VERSION)
+                if "tokens" not in tables:
+                    conn.execute(_TOKENS_SCHEMA)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             if self._retain_raw:
                 for stmt in _RAW_SCHEMA:
                     conn.execute(stmt)
@@ -807,7 +913,8 @@ class Store:
         return "raw_reports" in tables
 
     @staticmethod
-    def _check_version(conn: sqlite3.Connection, tables: set[str], where: str) -> None:
+    def _check_version(conn: sqlite3.Connection, tables: set[str], where: str) -> str:
+        """Refuse foreign, newer or unknown files; returns the file's version (current or migratable)."""
         if "meta" not in tables:
             raise StoreSchemaError(
                 f"database {where} has tables {sorted(tables)} but no 'meta' table: it was not written by"
@@ -815,7 +922,7 @@ class Store:
             )
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         found = None if row is None else row[0]
-        if found != str(SCHEMA_VERSION):
+        if found != str(SCHEMA_VERSION) and found not in _MIGRATABLE_VERSIONS:
             raise StoreSchemaError(
                 f"database {where} has schema_version={found!r}; this ldp_aggregator reads and writes only"
                 f" schema_version={SCHEMA_VERSION!r} (a newer or unknown version): upgrade the software or"
@@ -826,6 +933,7 @@ class Store:
             raise StoreSchemaError(
                 f"database {where} has unknown tables {sorted(unknown)}; refusing to open it"
             )
+        return str(found)
 
     def _load_state(self, conn: sqlite3.Connection) -> None:
         rows = conn.execute(
@@ -1067,6 +1175,7 @@ class Store:
                 self._rollback(self._wconn)
             with self._state_lock:
                 self._failed_commits += 1
+                self._last_commit_failed = True
             reason = f"{exc} ({type(exc).__name__})"
             _log.warning("store commit of %d batch(es) failed: %s", len(subs), reason)
             for s in subs:
@@ -1083,6 +1192,7 @@ class Store:
             self._acc.update(working)
             self._n_batches.update(n_batches)
             self._commits += 1
+            self._last_commit_failed = False
             self._batches_accepted += accepted
             self._batches_duplicate += duplicates
             self._reports_accepted += reports
@@ -1091,3 +1201,138 @@ class Store:
                 s.future.set_result(outcome)
             else:
                 s.future.set_exception(outcome)
+
+
+# ---------------------------------------------------------------------------------------------- maintenance
+# Token and retention maintenance from another process (the CLI) while a server may hold the database.
+# Safe alongside a running Store: WAL lets a second connection write (each call is one short BEGIN
+# IMMEDIATE transaction, waiting up to the busy timeout for the server's writer), and none of these rows is
+# mirrored in a Store's memory.
+
+_TOKEN_COLUMNS: Final = "id, role, name, sha256, created_unix_ms, revoked_unix_ms"
+
+
+def _select_tokens(conn: sqlite3.Connection) -> list[TokenRecord]:
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tokens'"
+    ).fetchone()
+    if has_table is None:
+        return []
+    rows = conn.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_unix_ms, id").fetchall()
+    return [
+        TokenRecord(
+            token_id=tid,
+            role=role,
+            name=name,
+            sha256=bytes(digest),
+            created_unix_ms=created,
+            revoked_unix_ms=revoked,
+        )
+        for tid, role, name, digest, created, revoked in rows
+    ]
+
+
+@contextlib.contextmanager
+def _maintenance_connection(
+    path: str | os.PathLike[str], busy_timeout_s: float = 30.0
+) -> Iterator[sqlite3.Connection]:
+    where = repr(str(path))
+    if not Path(path).is_file():
+        raise StoreUnavailableError(f"database {where} does not exist")
+    try:
+        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(f"cannot open database {where}: {exc}") from exc
+    try:
+        conn.execute("PRAGMA synchronous = FULL")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            raise StoreSchemaError(
+                f"database {where} has schema_version={None if row is None else row[0]!r}, not"
+                f" {str(SCHEMA_VERSION)!r}: open it once with this version's server (or Store) to migrate it"
+            )
+        yield conn
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(f"cannot use database {where}: {exc} ({type(exc).__name__})") from exc
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        conn.close()
+
+
+def add_token(path: str | os.PathLike[str], record: TokenRecord) -> None:
+    """Durably insert an access token row (safe while a server holds the database).
+
+    Raises:
+        InvalidParameterError: ``record`` is not a TokenRecord, or its id or digest is already stored.
+        StoreUnavailableError, StoreSchemaError: the file is missing, unwritable or at another version.
+    """
+    if not isinstance(record, TokenRecord):
+        raise InvalidParameterError("record", record, "a TokenRecord")
+    with _maintenance_connection(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    record.token_id,
+                    record.role,
+                    record.name,
+                    record.sha256,
+                    record.created_unix_ms,
+                    record.revoked_unix_ms,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise InvalidParameterError(
+                "token_id", record.token_id, f"an id and digest not yet stored ({exc})"
+            ) from None
+        conn.execute("COMMIT")
+
+
+def revoke_token(path: str | os.PathLike[str], token_id: str, *, when_unix_ms: int | None = None) -> bool:
+    """Mark a token revoked; returns False if it already was (safe while a server holds the database).
+
+    Raises:
+        InvalidParameterError: No token has this id.
+        StoreUnavailableError, StoreSchemaError: as :func:`add_token`.
+    """
+    _check_id("token_id", token_id)
+    when = _now_unix_ms() if when_unix_ms is None else when_unix_ms
+    with _maintenance_connection(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute("SELECT revoked_unix_ms FROM tokens WHERE id = ?", (token_id,)).fetchone()
+        if row is None:
+            raise InvalidParameterError("token_id", token_id, "the id of a stored token (see `token list`)")
+        if row[0] is not None:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("UPDATE tokens SET revoked_unix_ms = ? WHERE id = ?", (when, token_id))
+        conn.execute("COMMIT")
+    return True
+
+
+def list_tokens(path: str | os.PathLike[str]) -> list[TokenRecord]:
+    """Every token row of the database file, oldest first (safe while a server holds the database)."""
+    with _maintenance_connection(path) as conn:
+        return _select_tokens(conn)
+
+
+def purge_raw_file(path: str | os.PathLike[str], older_than_unix_ms: int) -> int:
+    """:meth:`Store.purge_raw` on a database file, whether or not a server holds it; returns rows deleted."""
+    if isinstance(older_than_unix_ms, bool) or not isinstance(older_than_unix_ms, int):
+        raise InvalidParameterError("older_than_unix_ms", older_than_unix_ms, "an integer")
+    with _maintenance_connection(path) as conn:
+        if (
+            conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'raw_reports'"
+            ).fetchone()
+            is None
+        ):
+            return 0
+        conn.execute("BEGIN IMMEDIATE")
+        cur = conn.execute(_PURGE_RAW_SQL, (older_than_unix_ms,))
+        deleted = cur.rowcount
+        conn.execute("COMMIT")
+    return deleted

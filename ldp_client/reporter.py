@@ -65,10 +65,11 @@ Durable outbox (``<state_dir>/outbox/<sha256(campaign_id)[:32]>/``)
         ``u32 length | u32 crc32(payload) | payload``, little-endian; payload ``0x01 | u8 len | batch id |
         Campaign`` (the first record: the segment's batch id and the parameters the reports were encoded
         with) or ``0x02 | rows`` (a group of fixed-size report rows -- rr: 1 byte 0/1; grr: u32 index;
-        rappor: u32 cohort + ceil(k/8) bytes; basic and boolean RAPPOR: ceil(k/8) bytes; bit order as on
-        the wire). Reading stops at the first short or corrupt record, so a torn tail is ignored. Sealing
-        turns the rows into batch columns with numpy (no Python loop per report). A report is safe from an
-        app kill once journaled (``stats().journaled``); until then, normally a few milliseconds, it is
+        rappor: u32 cohort + ceil(k/8) bytes; basic and boolean RAPPOR: ceil(k/8) bytes; numeric: u32 code,
+        multidim: k pairs of u32 attribute + u32 code; bit order as on the wire). Reading stops at the
+        first short or corrupt record, so a torn tail is ignored. Sealing turns the rows into batch columns
+        with numpy (no Python loop per report). A report is safe from an app kill once journaled
+        (``stats().journaled``); until then, normally a few milliseconds, it is
         only in memory. Only randomized reports are ever written: the outbox holds no true value.
     ``<time_ns>-<batch id>.batch``
         A sealed batch: the serialized ``ReportBatch``, written to a temporary file, ``fsync``-ed, renamed
@@ -94,7 +95,10 @@ Status codes of ``Submit`` (``docs/wire-protocol.md``)
     ``PERMISSION_DENIED``                    credentials are not (fixed by a restart with new ones)
     ``RESOURCE_EXHAUSTED``                   message too large: split into two halves with NEW ids if no
                                              earlier attempt could have been committed; otherwise retried
-                                             with the same id, at most 5 attempts, then rejected
+                                             with the same id, at most 5 attempts, then rejected. With the
+                                             trailing metadata ``ldp-retry-after-ms`` (a rate limit): the
+                                             batch is fine, only early; retried with the same id after that
+                                             delay (plus up to 50% jitter), without limit
     ``INTERNAL``, ``UNKNOWN``, others        retried at most 5 attempts (a poison batch), then rejected
     ``INVALID_ARGUMENT``, ``OUT_OF_RANGE``,  permanent: moved to ``rejected/``, never retried
     ``UNIMPLEMENTED``, ``ALREADY_EXISTS``
@@ -128,13 +132,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn, cast
 
 import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ldp_client import wire
+from ldp_client import _oracle_wire, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2, services_pb2_grpc
 from ldp_client.errors import (
     BudgetExceededError,
@@ -147,15 +151,21 @@ from ldp_client.errors import (
     StateFileError,
 )
 from ldp_client.mechanisms.grr import GRREncoder
+from ldp_client.mechanisms.numeric import numeric_encoder
+from ldp_client.mechanisms.paired import PairedEncoder
 from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
 from ldp_client.mechanisms.rr import BinaryRREncoder
+from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
+from ldp_client.numeric_params import MultidimParams, NumericParams
 from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
     BooleanRapporParams,
     GRRParams,
     MechanismParams,
+    PairedParams,
     RapporParams,
+    SetValuedParams,
 )
 from ldp_client.secret import ClientSecret
 
@@ -184,6 +194,8 @@ _REPORTS_PREFIX: Final = bytes([_KIND_REPORTS])
 _MAX_LIMITED_ATTEMPTS: Final = 5
 _DEFAULT_MAX_BATCH_BYTES: Final = 4_000_000  # below gRPC's default 4 MiB receive limit, with room for framing
 _BATCH_OVERHEAD_BYTES: Final = 1024  # ids, count and protobuf tags of a ReportBatch, generously
+# Trailing metadata of a rate-limit refusal (ldp_aggregator.ratelimit): milliseconds until admitted.
+_RETRY_AFTER_KEY: Final = "ldp-retry-after-ms"
 
 _RETRY: Final = frozenset(
     {
@@ -410,21 +422,40 @@ def _read_records(data: bytes) -> tuple[list[bytes], int]:
 
 def _row_bytes(params: MechanismParams) -> int:
     """Bytes of one report in the journal, and an upper bound on what it adds to a ReportBatch."""
+    if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign reports with its inner oracle
+        return _row_bytes(params.inner)
+    if isinstance(params, _oracle_wire.SingleOracle):  # issue 6: oue, sue, olh, blh, ss, hr
+        return _oracle_wire.journal_row_bytes(params)
+    if isinstance(params, NumericParams):  # issue 6: u32 code; multidim: k (u32 attribute, u32 code) pairs
+        return 8 * params.k if isinstance(params, MultidimParams) else 4
     if isinstance(params, BinaryRRParams):
         return 1
     if isinstance(params, GRRParams):
         return 4
     if isinstance(params, RapporParams):
         return 4 + params.num_bytes
+    if isinstance(params, PairedParams):  # issue 5: the first side's row, then the second's
+        return _row_bytes(params.first) + _row_bytes(params.second)
     return params.num_bytes
 
 
 def _row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
     """The fixed-size journal row of one encoder output (layout in the module docstring)."""
+    if isinstance(params, SetValuedParams):  # issue 6
+        return _row_packer(params.inner)
+    if isinstance(params, _oracle_wire.SingleOracle):  # issue 6
+        return _oracle_wire.journal_row_packer(params)  # type: ignore[no-any-return]
+    if isinstance(params, MultidimParams):  # issue 6
+        return lambda r: b"".join(a.to_bytes(4, "little") + c.to_bytes(4, "little") for a, c in r)
+    if isinstance(params, NumericParams):
+        return lambda r: r.to_bytes(4, "little")
     if isinstance(params, BinaryRRParams):
         return lambda r: b"\x01" if r else b"\x00"
     if isinstance(params, GRRParams):
         return lambda r: r.to_bytes(4, "little")
+    if isinstance(params, PairedParams):  # issue 5: a PairedReport's two rows, first then second
+        pack_first, pack_second = _row_packer(params.first), _row_packer(params.second)
+        return lambda r: pack_first(r.first) + pack_second(r.second)
     nbytes = params.num_bytes
     if isinstance(params, RapporParams):
         return lambda r: r.cohort.to_bytes(4, "little") + r.bits.to_bytes(nbytes, "little")
@@ -445,6 +476,15 @@ def _columns(params: MechanismParams, rows: bytes) -> wire.ColumnsLike:
         raise InvalidReportError("len(journal rows)", len(rows), f"a positive multiple of {size} bytes")
     n = len(rows) // size
     arr = np.frombuffer(rows, dtype=np.uint8)
+    if isinstance(params, SetValuedParams):  # issue 6
+        params = params.inner
+    if isinstance(params, _oracle_wire.SingleOracle):  # issue 6
+        return _oracle_wire.journal_columns(params, arr, n)
+    if isinstance(params, MultidimParams):  # issue 6: rows of k (attribute, code) u32 pairs
+        pairs = arr.view("<u4").reshape(n, 2 * params.k)
+        return pairs[:, 0::2].astype(np.uint32), pairs[:, 1::2].astype(np.uint32)
+    if isinstance(params, NumericParams):
+        return arr.view("<u4").astype(np.uint32)
     if isinstance(params, BinaryRRParams):
         if int(arr.max()) > 1:
             raise InvalidReportError("journal rr row", int(arr.max()), "0 or 1")
@@ -452,6 +492,11 @@ def _columns(params: MechanismParams, rows: bytes) -> wire.ColumnsLike:
     if isinstance(params, GRRParams):
         return arr.view("<u4").astype(np.int64)
     table = arr.reshape(n, size)
+    if isinstance(params, PairedParams):  # issue 5: split each row into the two sides' rows
+        cut = _row_bytes(params.first)
+        first = _columns(params.first, np.ascontiguousarray(table[:, :cut]).tobytes())
+        second = _columns(params.second, np.ascontiguousarray(table[:, cut:]).tobytes())
+        return cast(wire.ColumnsLike, (first, second))
     if isinstance(params, RapporParams):
         cohorts = np.ascontiguousarray(table[:, :4]).view("<u4").reshape(n)
         return cohorts, np.ascontiguousarray(table[:, 4:])
@@ -482,6 +527,22 @@ def _parse_segment_header(payload: bytes) -> tuple[str, wire.CampaignInfo]:
 def _backoff(attempt: int, initial: float, cap: float) -> float:
     base = min(cap, initial * 2.0 ** min(attempt, 60))
     return base * (1.0 + secrets.randbits(32) / 2.0**32) / 2.0
+
+
+def _retry_after_s(exc: BaseException | None) -> float | None:
+    """Seconds from the ``ldp-retry-after-ms`` trailing metadata of a rate refusal (None if absent)."""
+    trailing = getattr(exc, "trailing_metadata", None)
+    if not callable(trailing):
+        return None
+    try:
+        items = trailing() or ()
+        values = [v for k, v in items if k == _RETRY_AFTER_KEY]
+        ms = float(values[0]) if values else None
+    except (TypeError, ValueError):
+        return None
+    if ms is None or not math.isfinite(ms) or ms < 0:
+        return None
+    return min(ms, 3_600_000.0) / 1000.0
 
 
 def _status(exc: BaseException | None) -> tuple[grpc.StatusCode, str]:
@@ -1109,6 +1170,12 @@ class Reporter:
         return params
 
     def _make_encoder(self, params: MechanismParams) -> Callable[[Any], Any]:
+        if isinstance(params, NumericParams):  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
+            return numeric_encoder(params).encode
+        if isinstance(params, SetValuedParams):  # issue 6: a set of values per report
+            return SetValuedEncoder(params).encode
+        if isinstance(params, _oracle_wire.SingleOracle):  # issue 6: oue, sue, olh, blh, ss, hr
+            return oracle_encoder(params).encode
         if isinstance(params, BinaryRRParams):
             return BinaryRREncoder(params).encode
         if isinstance(params, GRRParams):
@@ -1122,6 +1189,8 @@ class Reporter:
             return BasicRapporEncoder(params, campaign_id=self.campaign_id, secret=secret).encode
         if isinstance(params, BooleanRapporParams):
             return BooleanRapporEncoder(params, campaign_id=self.campaign_id, secret=secret).encode
+        if isinstance(params, PairedParams):  # issue 5: report((first_value, second_value))
+            return PairedEncoder(params, campaign_id=self.campaign_id, secret=secret).encode
         raise InvalidParameterError(
             "campaign mechanism", type(params).__name__, "rr, grr or a RAPPOR variant"
         )
@@ -1343,6 +1412,17 @@ class Reporter:
             if code == grpc.StatusCode.NOT_FOUND:
                 self._fail(CampaignNotFoundError(self.campaign_id))
             return
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            retry_after = _retry_after_s(exc)
+            if retry_after is not None:
+                # Rate limited: the server refused the whole batch before storing anything. Not a failure
+                # of the batch or the network, so neither the backoff nor the attempt limit grows.
+                delay = retry_after * (1.0 + secrets.randbits(32) / 2.0**33)
+                self._next_attempt_at = time.monotonic() + delay
+                with self._cond:
+                    self._c.retries += 1
+                logger.info("ldp reporter %r: %s; retrying in %.2f s", self.campaign_id, text, delay)
+                return
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not batch.ambiguous and batch.count > 1:
             self._split(batch)
             return

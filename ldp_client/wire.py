@@ -41,17 +41,23 @@ from typing import Any, Final, Protocol, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from ldp_client import _numeric_wire, _oracle_wire, _paired_wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
 from ldp_client.params import (
+    FREQUENCY_ORACLE_TYPES,
     MAX_DOMAIN_SIZE,
     BasicRapporParams,
     BinaryRRParams,
     BooleanRapporParams,
     Domain,
+    FrequencyOracleParams,
     GRRParams,
     MechanismParams,
+    PairedParams,
     RapporParams,
+    SetValuedParams,
 )
 
 __all__ = [
@@ -84,12 +90,23 @@ ParamsMessage: TypeAlias = (
     | campaign_pb2.RapporParams
     | campaign_pb2.BasicRapporParams
     | campaign_pb2.BooleanRapporParams
+    | _numeric_wire.NumericMessage
+    | _oracle_wire.OracleMessage
+    | campaign_pb2.PairedParams
 )
 BatchColumns: TypeAlias = (
-    NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]
+    NDArray[np.bool_]
+    | NDArray[np.int64]
+    | NDArray[np.uint8]
+    | tuple[NDArray[np.uint32], NDArray[np.uint8]]
+    | _numeric_wire.NumericColumns
+    | _oracle_wire.OracleColumns
+    | _paired_wire.PairedColumns
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
-ColumnsLike: TypeAlias = NDArray[Any] | tuple[NDArray[Any], NDArray[Any]]
+ColumnsLike: TypeAlias = (
+    NDArray[Any] | tuple[NDArray[Any], NDArray[Any]] | tuple[NDArray[Any], NDArray[Any], NDArray[Any]]
+)
 """Columns accepted by :func:`batch_to_proto`: as :data:`BatchColumns`, but any integer dtype for indices."""
 
 
@@ -126,8 +143,30 @@ _REPORT_FIELD: Final[dict[str, str]] = {
     "basic-rappor": "basic_bits",
     "boolean-rappor": "boolean_bits",
 }
+# Issue 6, numeric mechanisms (member numbers 32-37): laplace, duchi, piecewise, hybrid, sr, multidim.
+_MECHANISM_FIELD.update(_numeric_wire.MECHANISM_FIELD)
+_BATCH_FIELD.update(_numeric_wire.BATCH_FIELD)
+_REPORT_FIELD.update(_numeric_wire.REPORT_FIELD)
+# Issue 6, frequency oracles (member numbers 21-27): oue, sue, olh, blh, ss, hr, set-valued. A set-valued
+# campaign's reports use its inner oracle's payload (the functions below substitute params.inner).
+_MECHANISM_FIELD.update(_oracle_wire.MECHANISM_FIELD)
+_BATCH_FIELD.update(_oracle_wire.BATCH_FIELD)
+_REPORT_FIELD.update(_oracle_wire.REPORT_FIELD)
+# Issue 5, paired reports (member number 40): both sides' messages in one (ldp_client._paired_wire).
+_MECHANISM_FIELD["paired"] = "paired"
+_BATCH_FIELD["paired"] = "paired"
+_REPORT_FIELD["paired"] = "paired"
 _MECHANISM_CHOICES: Final = ", ".join(_MECHANISM_FIELD.values())
-_PARAMS_TYPES: Final = (BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams)
+_PARAMS_TYPES: Final = (
+    BinaryRRParams,
+    GRRParams,
+    RapporParams,
+    BasicRapporParams,
+    BooleanRapporParams,
+    *NUMERIC_PARAM_CLASSES,
+    *FREQUENCY_ORACLE_TYPES,
+    PairedParams,
+)
 _U32_LE: Final = np.dtype("<u4")
 
 
@@ -162,7 +201,7 @@ def epsilon_inf(params: MechanismParams) -> float:
     (Erlingsson et al., CCS 2014, Theorem 1). rr and grr draw fresh noise per report: there is no bound
     (k reports of one value cost k * epsilon by composition), reported as +infinity.
     """
-    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams):
+    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
         return params.epsilon_inf
     _check_params(params)
     return math.inf
@@ -196,6 +235,12 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
     ``params_from_proto`` returns an equal object.
     """
     params = _check_params(params)
+    if isinstance(params, PairedParams):  # issue 5
+        return _paired_wire.params_to_proto(params)
+    if isinstance(params, NumericParams):
+        return _numeric_wire.params_to_proto(params)
+    if isinstance(params, FrequencyOracleParams):
+        return _oracle_wire.params_to_proto(params)
     field = _MECHANISM_FIELD[params.name]
     message: ParamsMessage
     if isinstance(params, BinaryRRParams):
@@ -249,6 +294,12 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
         if which == "boolean_rappor":
             c = campaign.boolean_rappor
             return BooleanRapporParams(f=c.f, p=c.p, q=c.q)
+        if which is not None and which in _numeric_wire.MECHANISM_FIELD.values():
+            return _numeric_wire.params_from_proto(campaign, which)
+        if which is not None and which in _oracle_wire.MECHANISM_FIELD.values():
+            return _oracle_wire.params_from_proto(campaign, which)
+        if which == "paired":  # issue 5
+            return _paired_wire.params_from_proto(campaign)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
     raise InvalidParameterError("mechanism", which, f"exactly one of {_MECHANISM_CHOICES}")
@@ -437,6 +488,8 @@ def batch_from_proto(
             first row with a non-zero padding bit.
     """
     params = _check_params(params)
+    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
+        return batch_from_proto(msg, params.inner, campaign_id=campaign_id)
     n, field = _check_batch_header(msg, params, campaign_id)
     if isinstance(params, BinaryRRParams):
         raw = msg.rr_answers
@@ -461,6 +514,12 @@ def batch_from_proto(
         bits = np.frombuffer(cols.bits, dtype=np.uint8).reshape(n, nbytes)
         _check_padding(bits, params.k, "rappor.bits")
         return cohorts.astype(np.uint32, copy=False), bits
+    if isinstance(params, NumericParams):
+        return _numeric_wire.batch_from_proto(msg, params, n)
+    if isinstance(params, _oracle_wire.SingleOracle):
+        return _oracle_wire.batch_from_proto(msg, params, n)
+    if isinstance(params, PairedParams):  # issue 5
+        return _paired_wire.batch_from_proto(msg, params, n)
     # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
     raw = getattr(msg, field)
     nbytes = params.num_bytes
@@ -506,6 +565,10 @@ def batch_to_proto(
         InvalidReportError: ids, shapes, dtypes or values that do not fit ``params``.
     """
     params = _check_params(params)
+    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
+        return batch_to_proto(
+            campaign_id=campaign_id, batch_id=batch_id, params=params.inner, columns=columns
+        )
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("batch_id", batch_id, InvalidReportError)
     msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
@@ -537,6 +600,12 @@ def batch_to_proto(
         msg.count = n
         msg.rappor.cohorts = cohorts.astype(_U32_LE).tobytes()
         msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
+    elif isinstance(params, NumericParams):
+        _numeric_wire.batch_to_proto(msg, params, columns)
+    elif isinstance(params, _oracle_wire.SingleOracle):
+        _oracle_wire.batch_to_proto(msg, params, columns)
+    elif isinstance(params, PairedParams):  # issue 5
+        _paired_wire.batch_to_proto(msg, params, columns)
     else:
         field = _BATCH_FIELD[params.name]
         bits = _check_rows(field, columns, None, params.k)
@@ -602,6 +671,10 @@ def report_to_proto(
     ``RapporReport(cohort, bits)``; basic-rappor an int of d bits; boolean-rappor 0 or 1.
     """
     params = _check_params(params)
+    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
+        return report_to_proto(
+            campaign_id=campaign_id, report_id=report_id, params=params.inner, report=report
+        )
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("report_id", report_id, InvalidReportError)
     msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
@@ -611,6 +684,12 @@ def report_to_proto(
         msg.grr_index = _grr_value("report", report, params.domain.size)
     elif isinstance(params, RapporParams):
         msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
+    elif isinstance(params, NumericParams):
+        _numeric_wire.report_to_proto(msg, params, report)
+    elif isinstance(params, _oracle_wire.SingleOracle):
+        _oracle_wire.report_to_proto(msg, params, report)
+    elif isinstance(params, PairedParams):  # issue 5
+        _paired_wire.report_to_proto(msg, params, report)
     else:
         setattr(msg, _REPORT_FIELD[params.name], _packed_value("report", report, params.k))
     return msg
@@ -629,6 +708,8 @@ def report_from_proto(
             ``rappor.cohort``, ``len(rappor.bits)``, ``basic_bits[0]``, ...).
     """
     params = _check_params(params)
+    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
+        return report_from_proto(msg, params.inner, campaign_id=campaign_id)
     _check_id("campaign_id", msg.campaign_id, InvalidReportError)
     if campaign_id is not None and msg.campaign_id != campaign_id:
         raise InvalidReportError(
@@ -653,6 +734,12 @@ def report_from_proto(
         bits = np.frombuffer(msg.rappor.bits, dtype=np.uint8).reshape(1, params.num_bytes)
         _check_padding(bits, params.k, "rappor.bits", name_row=False)
         return np.array([msg.rappor.cohort], dtype=np.uint32), bits
+    if isinstance(params, NumericParams):
+        return _numeric_wire.report_from_proto(msg, params)
+    if isinstance(params, _oracle_wire.SingleOracle):
+        return _oracle_wire.report_from_proto(msg, params)
+    if isinstance(params, PairedParams):  # issue 5
+        return _paired_wire.report_from_proto(msg, params)
     raw = getattr(msg, expected)
     _check_length(expected, raw, params.num_bytes, f"ceil(k/8) for k={params.k}")
     bits = np.frombuffer(raw, dtype=np.uint8).reshape(1, params.num_bytes)
@@ -672,6 +759,8 @@ def batch_from_reports(
             ``params``.
     """
     params = _check_params(params)
+    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
+        return batch_from_reports(params.inner, reports)
     n = len(reports)
     _check_count("reports", n)
     if isinstance(params, BinaryRRParams):
@@ -683,6 +772,12 @@ def batch_from_reports(
         pairs = [_rappor_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
         cohorts = np.array([c for c, _ in pairs], dtype=np.uint32)
         return cohorts, _rows_array([b for _, b in pairs], params.num_bytes)
+    if isinstance(params, NumericParams):
+        return _numeric_wire.batch_from_reports(params, reports)
+    if isinstance(params, _oracle_wire.SingleOracle):
+        return _oracle_wire.batch_from_reports(params, reports)
+    if isinstance(params, PairedParams):  # issue 5
+        return _paired_wire.batch_from_reports(params, reports)
     return _rows_array(
         [_packed_value(f"reports[{i}]", r, params.k) for i, r in enumerate(reports)], params.num_bytes
     )

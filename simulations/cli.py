@@ -6,6 +6,7 @@ Examples::
     ldp-sim run --mechanism rappor --param k=128 --param h=2 --param m=64 --population zipf:1.1 \\
         --domain 1000 --users 1000000000 --json out.json --plot out.png
     ldp-sim run --mechanism rr --epsilon 1 --population empirical:answers.csv --mode grpc --users 100000
+    ldp-sim run --mechanism piecewise --epsilon 1 --population normal:0,1 --users 100000 --repeat 20
     ldp-sim sweep --mechanism grr --domain 64 --population zipf:1.1 --users 100000 \\
         --over epsilon --values 0.5,1,2,4 --target-error 0.001
 
@@ -25,6 +26,7 @@ import typer
 from rich.console import Console
 
 from ldp_client.errors import InvalidParameterError, LdpError
+from simulations.numeric import is_numeric_mechanism
 from simulations.runners import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_SIZE,
@@ -143,14 +145,22 @@ def _config(**kwargs: Any) -> SimulationConfig:
 
 
 MechanismOpt = Annotated[
-    str, typer.Option("--mechanism", "-m", help="rr, grr, rappor, basic-rappor or boolean-rappor.")
+    str,
+    typer.Option(
+        "--mechanism",
+        "-m",
+        help="rr, grr, rappor, basic-rappor, boolean-rappor, oue, sue, olh, blh, ss, hr, set-valued, or auto "
+        "(the lowest-variance frequency oracle; --param max_report_bits=B); means (run only): laplace, "
+        "duchi, piecewise, hybrid, sr, multidim.",
+    ),
 ]
 PopulationOpt = Annotated[
     str,
     typer.Option(
         "--population",
         "-p",
-        help="zipf:S, uniform, geometric:P or empirical:PATH (a value,count CSV).",
+        help="zipf:S, uniform, geometric:P or empirical:PATH (a value,count CSV); numeric mechanisms: "
+        "normal:MU,SIGMA[,LO,HI] or uniform-num:LO,HI.",
     ),
 ]
 DomainOpt = Annotated[
@@ -158,11 +168,17 @@ DomainOpt = Annotated[
     typer.Option(
         "--domain",
         "-d",
-        help="Number of population values D (default: 2 for rr/boolean-rappor, the CSV's values).",
+        help="Number of population values D (default: 2 for rr/boolean-rappor, the CSV's values); "
+        "multidim: the number of attributes (default 2).",
     ),
 ]
 UsersOpt = Annotated[int, typer.Option("--users", "-n", help="Users per repeat (one report each).")]
-EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", "-e", help="Epsilon (rr and grr).")]
+EpsilonOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--epsilon", "-e", help="Epsilon (rr, grr, the frequency oracles, auto, numeric mechanisms)."
+    ),
+]
 ParamOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -243,6 +259,9 @@ def run_cmd(
         batch_size=batch_size,
         grpc_client=grpc_client,
     )
+    if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
+        _run_numeric(config, json_path, plot, show_items)
+        return
     try:
         with _progress(config.n_users * config.repeats, show=config.mode != "sum") as progress:
             result = simulate(config, progress=progress)
@@ -250,6 +269,7 @@ def run_cmd(
         _bad_option(exc)
     except (SimulationError, LdpError) as exc:
         _fail(str(exc), code=1)
+    _oracle_notes(result)
     out = _out()
     out.print(run_header_table(result))
     out.print(metrics_table(result))
@@ -261,6 +281,49 @@ def run_cmd(
         from simulations.plots import plot_run
 
         _write(lambda: plot_run(result, plot), "--plot", plot)
+
+
+def _run_numeric(
+    config: SimulationConfig, json_path: Path | None, plot: Path | None, show_items: int
+) -> None:
+    """``run`` for a numeric mechanism: means with intervals against the population mean."""
+    from simulations.numeric import numeric_tables, plot_numeric, simulate_numeric, write_numeric_json
+
+    try:
+        with _progress(config.n_users * config.repeats, show=True) as progress:
+            result = simulate_numeric(config, progress=progress)
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _fail(str(exc), code=1)
+    out = _out()
+    for table in numeric_tables(result, max_rows=max(0, show_items)):
+        out.print(table)
+    if json_path is not None:
+        _write(lambda: write_numeric_json(json_path, result), "--json", json_path)
+    if plot is not None:
+        _write(lambda: plot_numeric(result, plot), "--plot", plot)
+
+
+def _oracle_notes(result: Any) -> None:
+    """Issue 6: say which mechanism auto chose and why, and when the sum runner encoded every report."""
+    from ldp_client.params import FREQUENCY_ORACLE_TYPES
+    from simulations.oracle_sampling import has_sum_sampler
+
+    cfg = result.config
+    if cfg.mechanism == "auto":
+        from ldp_client.auto import auto_choice
+
+        choice = auto_choice(epsilon=cfg.epsilon, domain=result.domain_size, fields=dict(cfg.param_fields))
+        err.print(f"auto chose {choice.mechanism}: {choice.reason}", highlight=False, markup=False)
+    params = result.params
+    if cfg.mode == "sum" and isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
+        err.print(
+            f"note: {params.name} has no exact sum sampler (support counts are dependent through each "
+            "report's seed or subset): the sum mode encoded every report, as --mode report does",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _write(action: Any, option: str, path: Path) -> None:
@@ -379,6 +442,9 @@ def main() -> None:
     """Console-script entry point (``ldp-sim``)."""
     app()
 
+
+# Registers ``ldp-sim associate`` (issue 5: paired campaigns); imported last, it uses the helpers above.
+from simulations import cli_associate as _cli_associate  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

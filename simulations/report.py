@@ -104,6 +104,9 @@ def params_to_dict(params: MechanismParams) -> dict[str, Any]:
         if not f.init:
             continue
         value = getattr(params, f.name)
+        if f.name == "inner":  # issue 6: a set-valued campaign's inner oracle, as a nested object
+            out[f.name] = {"mechanism": value.name, **params_to_dict(value)}
+            continue
         out[f.name] = value.size if isinstance(value, Domain) else value
     q_star = getattr(params, "q_star", None)
     if q_star is not None:

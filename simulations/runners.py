@@ -77,18 +77,31 @@ from ldp_aggregator.accumulators import (
     add_columns,
 )
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
+from ldp_aggregator.support import SupportCountAccumulator
 from ldp_client.errors import InvalidParameterError, LdpError
+from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES, MultidimParams, NumericParams
 from ldp_client.params import (
+    AUTO_MECHANISM,
+    FREQUENCY_ORACLE_TYPES,
     MECHANISM_NAMES,
     BasicRapporParams,
     BinaryRRParams,
+    BLHParams,
     BooleanRapporParams,
+    FrequencyOracleParams,
     GRRParams,
+    HadamardParams,
     MechanismParams,
+    OLHParams,
+    OUEParams,
+    PairedParams,
     RapporParams,
+    SetValuedParams,
+    SUEParams,
     make_params,
 )
 from simulations.metrics import Metrics, compute_metrics
+from simulations.oracle_sampling import has_sum_sampler, sample_hr_counts, sample_ue_support
 from simulations.populations import CategoricalPopulation, EmpiricalPopulation, parse_categorical_population
 from simulations.sampling import (
     basic_rappor_set_counts,
@@ -148,6 +161,9 @@ _MAX_USERS = 1 << 53  # counts stay exact in float64 estimators
 # Users of the pilot run that sizes N for a target error. The sum runner's cost does not depend on N, and at
 # this size the estimator's plug-in variances are those at the true frequencies to a few parts in 10^5.
 PILOT_USERS = 10**9
+# Issue 6: mechanisms whose sum runner falls back to encoding every report pilot with at most this many.
+_PER_REPORT_PILOT_USERS = 10**6
+_ORACLE_NAMES = frozenset(cls.name for cls in FREQUENCY_ORACLE_TYPES) | {"blh"}
 _SUBMIT_ATTEMPTS = 6
 _RPC_TIMEOUT_S = 120.0
 _CONNECT_TIMEOUT_S = 15.0
@@ -255,8 +271,12 @@ class SimulationConfig:
     grpc_client: GrpcClient = "batch"
 
     def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISM_NAMES:
+        if self.mechanism not in MECHANISM_NAMES and self.mechanism != AUTO_MECHANISM:  # issue 6: auto
             raise InvalidParameterError("mechanism", self.mechanism, f"one of {', '.join(MECHANISM_NAMES)}")
+        if self.mechanism == PairedParams.name:  # issue 5: two variables per report
+            raise InvalidParameterError(
+                "mechanism", self.mechanism, "one variable per report (for paired: ldp-sim associate)"
+            )
         if not isinstance(self.population, str) or not self.population.strip():
             raise InvalidParameterError("population", self.population, "a population spec, e.g. zipf:1.1")
         _check_int("n_users", self.n_users, 1, _MAX_USERS)
@@ -379,7 +399,8 @@ def _build_params(config: SimulationConfig, domain_size: int) -> MechanismParams
         raise InvalidParameterError(
             "epsilon", None, f"an epsilon > 0 for {mech} (or set --param truth_probability=...)"
         )
-    takes_domain = mech in ("grr", "basic-rappor")
+    # Issue 6: the frequency oracles (and auto, which picks one) declare the domain as GRR does.
+    takes_domain = mech in ("grr", "basic-rappor", AUTO_MECHANISM) or mech in _ORACLE_NAMES
     try:
         return make_params(
             mech,
@@ -407,6 +428,13 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
             allowed: an unknown or numeric population, a domain smaller than the population's support, an
             unknown parameter name or a bad value, candidates of which no user can hold any.
     """
+    if config.mechanism in NUMERIC_MECHANISM_NAMES:  # issue 6: see simulations.numeric.simulate_numeric
+        raise InvalidParameterError(
+            "mechanism",
+            config.mechanism,
+            "a frequency mechanism here (numeric mechanisms run with simulations.numeric.simulate_numeric, "
+            "as `ldp-sim run` does; sweeps and the grpc mode are not available for them)",
+        )
     population = parse_categorical_population(config.population)
     d = _default_domain(config, population)
     if config.mechanism in ("rr", "boolean-rappor") and d != 2:
@@ -537,6 +565,8 @@ class _Outcome:
     ci_low: NDArray[np.float64]
     ci_high: NDArray[np.float64]
     n_reports: int
+    # String RAPPOR with a --candidates dictionary (issue 5): the full decoder's detections.
+    detected: NDArray[np.bool_] | None = None
 
 
 def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int64]) -> _Outcome:
@@ -546,6 +576,29 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
     if isinstance(params, RapporParams):
         if not isinstance(acc, BitCountAccumulator):  # accumulator_for(params) made it; narrows the type
             raise SimulationError(f"internal: {type(acc).__name__} for rappor")
+        if prep.config.candidates is not None:
+            # A candidate dictionary (issue 5): the full decoder (LASSO selection, constrained refit,
+            # calibrated intervals, detection), as Analyst.DecodeRappor answers. Without one the items are
+            # the population's own values and the unbiased WLS below is the estimator being simulated.
+            from ldp_aggregator.rappor_decode import decode_rappor
+
+            dec = decode_rappor(
+                params,
+                acc,
+                campaign_id=prep.config.campaign_id,
+                candidates=prep.items,
+                confidence=conf,
+                alpha=prep.config.detection_alpha,
+            )
+            return _Outcome(
+                truth=truth,
+                count=dec.count,
+                std_error=dec.std_error,
+                ci_low=dec.ci_low,
+                ci_high=dec.ci_high,
+                n_reports=dec.n,
+                detected=dec.detected,
+            )
         est = estimate_rappor_candidates(
             params, acc, campaign_id=prep.config.campaign_id, candidates=prep.items, confidence=conf
         )
@@ -569,10 +622,16 @@ def _sum_repeat(
     prep: PreparedSimulation, rng: np.random.Generator, position_table: NDArray[np.int64] | None
 ) -> _Outcome:
     params = prep.params
+    if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
+        raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
     n, d = prep.config.n_users, prep.domain_size
     counts = prep.population.sample_counts(n, d, rng)
     acc = accumulator_for(params)
-    if isinstance(params, BinaryRRParams):
+    if isinstance(params, OUEParams | SUEParams):  # issue 6: independent binomial support counts
+        acc += SupportCountAccumulator(*sample_ue_support(params, counts, rng))
+    elif isinstance(params, HadamardParams):  # issue 6: counts of reported indices (exact, O(d K))
+        acc += CountAccumulator(sample_hr_counts(params, counts, rng))
+    elif isinstance(params, BinaryRRParams):
         acc += CountAccumulator(sample_rr_counts(params, counts, rng))
     elif isinstance(params, GRRParams):
         acc += CountAccumulator(sample_grr_counts(params, counts, rng))
@@ -586,6 +645,10 @@ def _sum_repeat(
             position_table=position_table,
         )
         acc += BitCountAccumulator(reports, ones)
+    elif isinstance(params, FrequencyOracleParams):  # issue 6: unreachable, _run_sum runs them per report
+        raise SimulationError(f"internal: no exact sum sampler for {params.name}")
+    elif isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
+        raise SimulationError("internal: paired campaigns are simulated by simulations.association")
     else:
         if isinstance(params, BasicRapporParams):
             set_counts, reports = basic_rappor_set_counts(counts)
@@ -599,6 +662,9 @@ def _run_sum(
     prep: PreparedSimulation, seeds: list[np.random.SeedSequence], progress: ProgressFn | None
 ) -> list[_Outcome]:
     params = prep.params
+    if isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
+        # Issue 6: olh, blh, ss and set-valued have no exact sufficient-statistic sampler; the CLI says so.
+        return _run_report(prep, seeds, progress)
     table = None
     if (
         isinstance(params, RapporParams)
@@ -627,10 +693,19 @@ def _encode_columns(
     labels: Sequence[str],
 ) -> Any:
     """One report per user with the client's batch encoder: the contract's columns for ``params``."""
+    if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
+        raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
     from ldp_client.mechanisms.grr import GRREncoder
     from ldp_client.mechanisms.rappor import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
     from ldp_client.mechanisms.rr import BinaryRREncoder
+    from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 
+    if isinstance(params, SetValuedParams):  # issue 6: each simulated user holds the set {value}
+        sets = np.full((values.shape[0], params.max_items), -1, dtype=np.int64)
+        sets[:, 0] = values
+        return SetValuedEncoder(params).encode_batch(sets, rng)
+    if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: oue, sue, olh, blh, ss, hr
+        return oracle_encoder(params).encode_batch(values, rng)
     if isinstance(params, BinaryRRParams):
         return BinaryRREncoder(params).encode_batch(values == 1, rng)
     if isinstance(params, GRRParams):
@@ -639,6 +714,8 @@ def _encode_columns(
         return encode_batch_rappor(params, campaign_id=campaign_id, values=values, labels=labels, rng=rng)
     if isinstance(params, BasicRapporParams):
         return encode_batch_basic(params, values, rng)
+    if isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
+        raise SimulationError("internal: paired campaigns are simulated by simulations.association")
     return encode_batch_boolean(params, values == 1, rng)
 
 
@@ -806,6 +883,38 @@ def _outcome_from_proto(
     )
 
 
+def _decoded_outcome(
+    analyst: Any, prep: PreparedSimulation, campaign_id: str, truth: NDArray[np.int64], target: str
+) -> _Outcome:
+    """Analyst.DecodeRappor on a string-RAPPOR campaign with the simulation's candidates (issue 5)."""
+    import grpc
+
+    from ldp_client._proto.ldp.v1 import decode_pb2
+
+    request = decode_pb2.DecodeRapporRequest(
+        campaign_id=campaign_id,
+        candidates=list(prep.items),
+        confidence=prep.config.confidence,
+        alpha=prep.config.detection_alpha,
+    )
+    try:
+        resp = analyst.DecodeRappor(request, timeout=_RPC_TIMEOUT_S * 5)
+    except grpc.RpcError as exc:
+        raise _rpc_error("DecodeRappor", target, exc) from None
+    if [c.label for c in resp.candidates] != list(prep.items):
+        raise SimulationError(f"campaign {campaign_id!r}: the aggregator decoded other candidates")
+    cands = list(resp.candidates)
+    return _Outcome(
+        truth=truth,
+        count=np.array([c.count for c in cands], dtype=np.float64),
+        std_error=np.array([c.std_error for c in cands], dtype=np.float64),
+        ci_low=np.array([c.ci_low for c in cands], dtype=np.float64),
+        ci_high=np.array([c.ci_high for c in cands], dtype=np.float64),
+        n_reports=int(resp.n_reports),
+        detected=np.array([c.detected for c in cands], dtype=bool),
+    )
+
+
 def _rpc_error(what: str, target: str, exc: grpc.RpcError) -> SimulationError:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
@@ -929,18 +1038,32 @@ def _run_grpc(
                     f"campaign {campaign_id!r}: the estimate counts {resp.n_reports} reports, expected "
                     f"{cfg.n_users}"
                 )
+            if isinstance(params, RapporParams) and cfg.candidates is not None:
+                # A candidate dictionary (issue 5): the full decoder, through Analyst.DecodeRappor.
+                outcomes.append(_decoded_outcome(analyst, prep, campaign_id, prep.item_truth(counts), target))
+                continue
             outcomes.append(_outcome_from_proto(prep, resp, prep.item_truth(counts), campaign_id))
     return outcomes
 
 
 def _row_bytes(params: MechanismParams) -> int:
     """Bytes of one report in a batch message (rr packs 8 per byte: counted as 1, an upper bound)."""
+    if isinstance(params, SetValuedParams):  # issue 6: reports of the inner oracle
+        return _row_bytes(params.inner)
+    if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: olh a, b, bucket; hr an index; else d bits
+        if isinstance(params, OLHParams):
+            return 20
+        return 4 if isinstance(params, HadamardParams) else (params.domain.size + 7) // 8
+    if isinstance(params, NumericParams):  # issue 6 (not run over gRPC; see prepare)
+        return 8 * params.k if isinstance(params, MultidimParams) else 4
     if isinstance(params, BinaryRRParams):
         return 1
     if isinstance(params, GRRParams):
         return 4
     if isinstance(params, RapporParams):
         return 4 + params.num_bytes
+    if isinstance(params, PairedParams):  # issue 5: both sides' rows
+        return _row_bytes(params.first) + _row_bytes(params.second)
     return int(params.num_bytes)
 
 
@@ -979,6 +1102,8 @@ def simulate(config: SimulationConfig, *, progress: ProgressFn | None = None) ->
     if isinstance(prep.params, RapporParams):
         z = _detection_z(config.detection_alpha, len(prep.items))
         detected = (se > 0) & (est > z * se)
+        if all(o.detected is not None for o in outcomes):  # the full decoder's own test (issue 5)
+            detected = np.stack([cast(NDArray[np.bool_], o.detected) for o in outcomes])
     metrics = compute_metrics(
         truth,
         est,
@@ -1079,10 +1204,13 @@ def required_users(pilot: SimulationResult, target_error: float, metric: ErrorMe
 _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
     cls.name: cls for cls in (BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams)
 }
+_PARAM_CLASSES.update((cls.name, cls) for cls in FREQUENCY_ORACLE_TYPES)  # issue 6 (BLHParams: its own name)
+_PARAM_CLASSES["blh"] = BLHParams
 
 
 def _sweep_axes(mechanism: str) -> tuple[str, ...]:
-    names = [f.name for f in fields(_PARAM_CLASSES[mechanism]) if f.init and f.name != "domain"]
+    cls = _PARAM_CLASSES.get(mechanism)  # None for auto (issue 6): no mechanism fields to sweep
+    names = [f.name for f in fields(cls) if f.init and f.name not in ("domain", "inner")] if cls else []
     return ("epsilon", "users", "domain", *names)
 
 
@@ -1183,7 +1311,12 @@ def sweep(
         if target_error is None:
             points.append(SweepPoint(value=value, result=simulate(cfg, progress=progress)))
             continue
-        pilot = simulate(cfg.with_changes(mode="sum", n_users=pilot_users), progress=None)
+        pilot_n = pilot_users
+        oracle = cfg.mechanism in _ORACLE_NAMES or cfg.mechanism == AUTO_MECHANISM
+        if oracle and not has_sum_sampler(prepare(cfg).params):
+            # Issue 6: without an exact sum sampler the pilot encodes every report: keep it affordable.
+            pilot_n = min(pilot_users, _PER_REPORT_PILOT_USERS)
+        pilot = simulate(cfg.with_changes(mode="sum", n_users=pilot_n), progress=None)
         n_req, predicted = required_users(pilot, target_error, error_metric)
         verified = simulate(cfg.with_changes(n_users=n_req), progress=progress)
         points.append(

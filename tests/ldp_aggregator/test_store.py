@@ -529,7 +529,7 @@ def test_schema_has_no_ip_or_client_identifier_columns(store: Store, db: Path) -
     with sqlite3.connect(db) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         columns = {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
-    assert set(columns) == {"meta", "campaigns", "batches", "accumulators", "raw_reports"}
+    assert set(columns) == {"meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens"}
     assert columns["batches"] == ["campaign_id", "batch_id", "n_reports", "received_unix_ms"]
     assert columns["raw_reports"] == ["campaign_id", "batch_id", "payload"]
     forbidden = ("ip", "addr", "host", "peer", "client", "device", "user", "install", "session", "agent")

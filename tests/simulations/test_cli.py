@@ -175,7 +175,7 @@ def test_help() -> None:
         (["run", "-m", "grr", "-e", "1", "-d", "8", "-p", "zipff:1.1"], ["--population", "zipff:1.1"]),
         (["run", "-m", "grr", "-e", "1", "-d", "8", "-p", "normal:0,1"], ["--population", "categorical"]),
         (["run", "-m", "grr", "-e", "1", "-d", "8", "-n", "0"], ["--users", "n_users=0"]),
-        (["run", "-m", "oue", "-d", "8"], ["--mechanism", "oue"]),
+        (["run", "-m", "nope", "-d", "8"], ["--mechanism", "nope"]),
         (["run", "-m", "rappor", "-d", "8", "--param", "zz=3"], ["--param", "zz"]),
         (["run", "-m", "rappor", "-d", "8", "--param", "k=abc"], ["--param", "abc"]),
         (["run", "-m", "rappor", "-d", "8", "--param", "k=0"], ["--param", "k=0"]),

@@ -20,10 +20,46 @@ import builtins
 import collections.abc
 import google.protobuf.descriptor
 import google.protobuf.internal.containers
+import google.protobuf.internal.enum_type_wrapper
 import google.protobuf.message
+import sys
 import typing
 
+if sys.version_info >= (3, 10):
+    import typing as typing_extensions
+else:
+    import typing_extensions
+
 DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
+
+class _OutOfRange:
+    ValueType = typing.NewType("ValueType", builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+
+class _OutOfRangeEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_OutOfRange.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    OUT_OF_RANGE_CLAMP: _OutOfRange.ValueType  # 0
+    """Replace the value by the nearest end of the range."""
+    OUT_OF_RANGE_REJECT: _OutOfRange.ValueType  # 1
+    """Refuse the value (the encoder raises DomainError naming it; nothing is reported)."""
+
+class OutOfRange(_OutOfRange, metaclass=_OutOfRangeEnumTypeWrapper):
+    """---- Numeric (mean estimation) mechanisms, issue 6. Mirrors ldp_client/numeric_params.py. ----
+
+    Every numeric mechanism declares the range [lo, hi] of the value (finite, lo < hi) and what a device does
+    with a finite value outside it (out_of_range). Reports are integer codes drawn with exact integer
+    arithmetic (no continuous sampling), so the epsilon is that of the implemented distribution. As for the
+    frequency mechanisms, probabilities travel as the doubles the campaign was created with (exact multiples
+    of 2^-32 when built from epsilon) and both sides quantize them the same way.
+
+    What a device does with a finite value outside [lo, hi]. NaN and infinities are always refused.
+    """
+
+OUT_OF_RANGE_CLAMP: OutOfRange.ValueType  # 0
+"""Replace the value by the nearest end of the range."""
+OUT_OF_RANGE_REJECT: OutOfRange.ValueType  # 1
+"""Refuse the value (the encoder raises DomainError naming it; nothing is reported)."""
+global___OutOfRange = OutOfRange
 
 @typing.final
 class Domain(google.protobuf.message.Message):
@@ -209,6 +245,489 @@ class BooleanRapporParams(google.protobuf.message.Message):
 global___BooleanRapporParams = BooleanRapporParams
 
 @typing.final
+class LaplaceParams(google.protobuf.message.Message):
+    """Bounded-input Laplace as discrete Laplace (two-sided geometric) noise on a grid of `grid` steps over
+    [lo, hi]. Mechanism name "laplace". Codes are j + R for the clamped output grid point j in [-R, grid + R]
+    (R follows from grid and decay, ldp_client/numeric_params.py).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    GRID_FIELD_NUMBER: builtins.int
+    DECAY_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    grid: builtins.int
+    """K, grid steps across [lo, hi], 2 <= K <= 2^20."""
+    decay: builtins.float
+    """alpha in (0, 1): P(noise = z) proportional to alpha^|z| (grid steps). epsilon ~ K ln(1/alpha)."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        grid: builtins.int = ...,
+        decay: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["decay", b"decay", "grid", b"grid", "hi", b"hi", "lo", b"lo", "out_of_range", b"out_of_range"]) -> None: ...
+
+global___LaplaceParams = LaplaceParams
+
+@typing.final
+class DuchiParams(google.protobuf.message.Message):
+    """Duchi et al.'s one-bit mechanism (JASA 2018). Mechanism name "duchi". Codes 0 (-C) and 1 (+C)."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    LOW_PROBABILITY_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    low_probability: builtins.float
+    """P(code 1 | value = lo), in (0, 1/2); epsilon = ln((1 - low_probability) / low_probability)."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        low_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["hi", b"hi", "lo", b"lo", "low_probability", b"low_probability", "out_of_range", b"out_of_range"]) -> None: ...
+
+global___DuchiParams = DuchiParams
+
+@typing.final
+class PiecewiseParams(google.protobuf.message.Message):
+    """Wang et al.'s Piecewise Mechanism (ICDE 2019) on `cells` output cells. Mechanism name "piecewise"."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    CELLS_FIELD_NUMBER: builtins.int
+    WINDOW_FIELD_NUMBER: builtins.int
+    HIGH_PROBABILITY_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    cells: builtins.int
+    """G output cells (codes 0..G-1), 2 <= G <= 2^32 - 2."""
+    window: builtins.int
+    """M cells in the high-probability window, 1 <= M < G."""
+    high_probability: builtins.float
+    """P(code in the window); epsilon = ln(P (G - M) / ((1 - P) M)) > 0."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        cells: builtins.int = ...,
+        window: builtins.int = ...,
+        high_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["cells", b"cells", "hi", b"hi", "high_probability", b"high_probability", "lo", b"lo", "out_of_range", b"out_of_range", "window", b"window"]) -> None: ...
+
+global___PiecewiseParams = PiecewiseParams
+
+@typing.final
+class HybridParams(google.protobuf.message.Message):
+    """Wang et al.'s Hybrid Mechanism (ICDE 2019): piecewise w.p. mix_probability, else duchi. Mechanism name
+    "hybrid". Codes 0..G-1 are piecewise cells, G and G+1 duchi's -C and +C.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    CELLS_FIELD_NUMBER: builtins.int
+    WINDOW_FIELD_NUMBER: builtins.int
+    HIGH_PROBABILITY_FIELD_NUMBER: builtins.int
+    LOW_PROBABILITY_FIELD_NUMBER: builtins.int
+    MIX_PROBABILITY_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    cells: builtins.int
+    """As PiecewiseParams (G <= 2^32 - 3)."""
+    window: builtins.int
+    high_probability: builtins.float
+    low_probability: builtins.float
+    """As DuchiParams.low_probability."""
+    mix_probability: builtins.float
+    """Probability of the piecewise branch, in [0, 1]."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        cells: builtins.int = ...,
+        window: builtins.int = ...,
+        high_probability: builtins.float = ...,
+        low_probability: builtins.float = ...,
+        mix_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["cells", b"cells", "hi", b"hi", "high_probability", b"high_probability", "lo", b"lo", "low_probability", b"low_probability", "mix_probability", b"mix_probability", "out_of_range", b"out_of_range", "window", b"window"]) -> None: ...
+
+global___HybridParams = HybridParams
+
+@typing.final
+class StochasticRoundingParams(google.protobuf.message.Message):
+    """Stochastic rounding to lo/hi, then randomized response (Ding et al., NeurIPS 2017, 1BitMean). Mechanism
+    name "sr". Codes 0 and 1.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    truth_probability: builtins.float
+    """Probability of sending the rounded bit unchanged, in (1/2, 1); epsilon = ln(p / (1 - p))."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["hi", b"hi", "lo", b"lo", "out_of_range", b"out_of_range", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___StochasticRoundingParams = StochasticRoundingParams
+
+@typing.final
+class MultidimParams(google.protobuf.message.Message):
+    """Wang et al.'s multi-dimensional collection (ICDE 2019): each device reports k of the D attributes, each
+    with the base mechanism. Mechanism name "multidim". epsilon = k * base epsilon.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    K_FIELD_NUMBER: builtins.int
+    DUCHI_FIELD_NUMBER: builtins.int
+    PIECEWISE_FIELD_NUMBER: builtins.int
+    HYBRID_FIELD_NUMBER: builtins.int
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside its attribute's range."""
+    k: builtins.int
+    """Attributes per report, 1 <= k <= D."""
+    @property
+    def lo(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.float]:
+        """D lower ends, one per attribute (1 <= D <= 4096)."""
+
+    @property
+    def hi(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.float]:
+        """D upper ends (hi[i] > lo[i])."""
+
+    @property
+    def duchi(self) -> global___DuchiParams: ...
+    @property
+    def piecewise(self) -> global___PiecewiseParams: ...
+    @property
+    def hybrid(self) -> global___HybridParams: ...
+    def __init__(
+        self,
+        *,
+        lo: collections.abc.Iterable[builtins.float] | None = ...,
+        hi: collections.abc.Iterable[builtins.float] | None = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        k: builtins.int = ...,
+        duchi: global___DuchiParams | None = ...,
+        piecewise: global___PiecewiseParams | None = ...,
+        hybrid: global___HybridParams | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["base", b"base", "duchi", b"duchi", "hybrid", b"hybrid", "piecewise", b"piecewise"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["base", b"base", "duchi", b"duchi", "hi", b"hi", "hybrid", b"hybrid", "k", b"k", "lo", b"lo", "out_of_range", b"out_of_range", "piecewise", b"piecewise"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["base", b"base"]) -> typing.Literal["duchi", "piecewise", "hybrid"] | None: ...
+
+global___MultidimParams = MultidimParams
+
+@typing.final
+class UnaryEncodingParams(google.protobuf.message.Message):
+    """---- Frequency oracles, issue 6 (Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for
+    Frequency Estimation", USENIX Security 2017). Mirrors OUEParams ... SetValuedParams of
+    ldp_client/params.py; ldp_client/_oracle_wire.py converts them. Probabilities travel as doubles and are
+    quantized to 32-bit thresholds on both sides, as for GRR.
+
+    Unary encoding over a declared domain. Mechanism names "oue" (optimized: p = 1/2, q = 1/(e^eps + 1))
+    and "sue" (symmetric = basic one-time RAPPOR: p = e^(eps/2)/(e^(eps/2) + 1), q = 1 - p). The value x
+    becomes a one-hot d-bit vector; reported bit x is 1 w.p. p, every other bit w.p. q.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    P_FIELD_NUMBER: builtins.int
+    Q_FIELD_NUMBER: builtins.int
+    p: builtins.float
+    """P(reported bit x = 1 | value x), q < p < 1."""
+    q: builtins.float
+    """P(reported bit v = 1 | value != v), 0 < q < p. epsilon = ln(p (1 - q) / ((1 - p) q))."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of size d; a report has d bits, bit i standing for the value with index i."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        p: builtins.float = ...,
+        q: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "p", b"p", "q", b"q"]) -> None: ...
+
+global___UnaryEncodingParams = UnaryEncodingParams
+
+@typing.final
+class LocalHashingParams(google.protobuf.message.Message):
+    """Local hashing. Mechanism names "olh" (optimized: g about e^eps + 1) and "blh" (binary: g = 2). Each
+    report carries a fresh seed (a, b); the bucket of value x is floor(h(x) g / 2^32) with the strongly
+    universal hash h(x) = ((a x + b) mod 2^64) >> 32 (ldp_client/mechanisms/olh.py); the reported bucket is
+    the true one w.p. truth_probability, else a uniform other bucket.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    G_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    g: builtins.int
+    """Number of buckets g, 2 <= g <= 2^20 (exactly 2 for blh)."""
+    truth_probability: builtins.float
+    """P(the reported bucket is the true one), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of size d (at most 2^24)."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        g: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "g", b"g", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___LocalHashingParams = LocalHashingParams
+
+@typing.final
+class SubsetSelectionParams(google.protobuf.message.Message):
+    """k-subset selection (Ye and Barg, IEEE T-IT 2018). Mechanism name "ss". The report is a set of exactly k
+    values: the true one w.p. truth_probability plus k - 1 uniform others, else k uniform others.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    K_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    k: builtins.int
+    """Subset size, 1 <= k <= d - 1."""
+    truth_probability: builtins.float
+    """P(the subset holds the true value), in (k/d, 1); epsilon = ln(p (d - k) / ((1 - p) k))."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of size d."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        k: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "k", b"k", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___SubsetSelectionParams = SubsetSelectionParams
+
+@typing.final
+class HadamardResponseParams(google.protobuf.message.Message):
+    """Hadamard response (Acharya, Sun, Zhang, AISTATS 2019). Mechanism name "hr". K = 2^ceil(log2(d + 1)); the
+    report is an index j in [0, K), uniform among the K/2 columns where row x + 1 of the Sylvester-Hadamard
+    matrix is +1 w.p. truth_probability, else uniform among the other K/2.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    truth_probability: builtins.float
+    """In (1/2, 1); epsilon = ln(p / (1 - p))."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of size d."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___HadamardResponseParams = HadamardResponseParams
+
+@typing.final
+class SetValuedParams(google.protobuf.message.Message):
+    """Set-valued frequency estimation by padding and sampling (Qin et al., CCS 2016; Wang, Li, Jha, IEEE S&P
+    2018). Mechanism name "set-valued". A device holds at most max_items distinct values of `domain`; it pads
+    the set with dummies d + |S| .. d + max_items - 1, samples one of the max_items items uniformly and
+    reports it with the inner oracle over the extended domain. Reports use the inner oracle's member of
+    Report.value / ReportBatch.payload (e.g. oue_bits for an OUE inner oracle).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    MAX_ITEMS_FIELD_NUMBER: builtins.int
+    GRR_FIELD_NUMBER: builtins.int
+    OUE_FIELD_NUMBER: builtins.int
+    SUE_FIELD_NUMBER: builtins.int
+    OLH_FIELD_NUMBER: builtins.int
+    BLH_FIELD_NUMBER: builtins.int
+    SS_FIELD_NUMBER: builtins.int
+    HR_FIELD_NUMBER: builtins.int
+    max_items: builtins.int
+    """L, the largest set size, 1 <= L <= 4096 (and d + L <= 2^24)."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of the items, size d."""
+
+    @property
+    def grr(self) -> global___GRRParams: ...
+    @property
+    def oue(self) -> global___UnaryEncodingParams: ...
+    @property
+    def sue(self) -> global___UnaryEncodingParams: ...
+    @property
+    def olh(self) -> global___LocalHashingParams: ...
+    @property
+    def blh(self) -> global___LocalHashingParams: ...
+    @property
+    def ss(self) -> global___SubsetSelectionParams: ...
+    @property
+    def hr(self) -> global___HadamardResponseParams: ...
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        max_items: builtins.int = ...,
+        grr: global___GRRParams | None = ...,
+        oue: global___UnaryEncodingParams | None = ...,
+        sue: global___UnaryEncodingParams | None = ...,
+        olh: global___LocalHashingParams | None = ...,
+        blh: global___LocalHashingParams | None = ...,
+        ss: global___SubsetSelectionParams | None = ...,
+        hr: global___HadamardResponseParams | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["blh", b"blh", "domain", b"domain", "grr", b"grr", "hr", b"hr", "inner", b"inner", "olh", b"olh", "oue", b"oue", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["blh", b"blh", "domain", b"domain", "grr", b"grr", "hr", b"hr", "inner", b"inner", "max_items", b"max_items", "olh", b"olh", "oue", b"oue", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["inner", b"inner"]) -> typing.Literal["grr", "oue", "sue", "olh", "blh", "ss", "hr"] | None: ...
+
+global___SetValuedParams = SetValuedParams
+
+@typing.final
+class PairedSide(google.protobuf.message.Message):
+    """One side of a paired campaign (issue 5: association): the mechanism one of the two variables is reported
+    with. Member numbers are those of Campaign.mechanism.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RR_FIELD_NUMBER: builtins.int
+    GRR_FIELD_NUMBER: builtins.int
+    RAPPOR_FIELD_NUMBER: builtins.int
+    BASIC_RAPPOR_FIELD_NUMBER: builtins.int
+    BOOLEAN_RAPPOR_FIELD_NUMBER: builtins.int
+    @property
+    def rr(self) -> global___BinaryRRParams: ...
+    @property
+    def grr(self) -> global___GRRParams: ...
+    @property
+    def rappor(self) -> global___RapporParams: ...
+    @property
+    def basic_rappor(self) -> global___BasicRapporParams: ...
+    @property
+    def boolean_rappor(self) -> global___BooleanRapporParams: ...
+    def __init__(
+        self,
+        *,
+        rr: global___BinaryRRParams | None = ...,
+        grr: global___GRRParams | None = ...,
+        rappor: global___RapporParams | None = ...,
+        basic_rappor: global___BasicRapporParams | None = ...,
+        boolean_rappor: global___BooleanRapporParams | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "boolean_rappor", b"boolean_rappor", "grr", b"grr", "mechanism", b"mechanism", "rappor", b"rappor", "rr", b"rr"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "boolean_rappor", b"boolean_rappor", "grr", b"grr", "mechanism", b"mechanism", "rappor", b"rappor", "rr", b"rr"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor"] | None: ...
+
+global___PairedSide = PairedSide
+
+@typing.final
+class PairedParams(google.protobuf.message.Message):
+    """Two variables reported together by every device, in ONE report holding both randomized values, so the
+    server can estimate their joint distribution without any client identifier (mechanism name "paired";
+    docs/rappor-decoding.md). Each side is encoded exactly as a campaign of its own mechanism would be, with
+    the campaign id "<id>/paired/first" or "<id>/paired/second" wherever the mechanism uses one (RAPPOR's Bloom
+    hashing and permanent response), so the two sides' permanent responses are independent. A paired report
+    reveals both: epsilon = first.epsilon + second.epsilon (sequential composition).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    FIRST_FIELD_NUMBER: builtins.int
+    SECOND_FIELD_NUMBER: builtins.int
+    @property
+    def first(self) -> global___PairedSide: ...
+    @property
+    def second(self) -> global___PairedSide: ...
+    def __init__(
+        self,
+        *,
+        first: global___PairedSide | None = ...,
+        second: global___PairedSide | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["first", b"first", "second", b"second"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["first", b"first", "second", b"second"]) -> None: ...
+
+global___PairedParams = PairedParams
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     """A collection campaign: which mechanism devices use, with which parameters."""
 
@@ -226,6 +745,20 @@ class Campaign(google.protobuf.message.Message):
     RAPPOR_FIELD_NUMBER: builtins.int
     BASIC_RAPPOR_FIELD_NUMBER: builtins.int
     BOOLEAN_RAPPOR_FIELD_NUMBER: builtins.int
+    OUE_FIELD_NUMBER: builtins.int
+    SUE_FIELD_NUMBER: builtins.int
+    OLH_FIELD_NUMBER: builtins.int
+    BLH_FIELD_NUMBER: builtins.int
+    SS_FIELD_NUMBER: builtins.int
+    HR_FIELD_NUMBER: builtins.int
+    SET_VALUED_FIELD_NUMBER: builtins.int
+    LAPLACE_FIELD_NUMBER: builtins.int
+    DUCHI_FIELD_NUMBER: builtins.int
+    PIECEWISE_FIELD_NUMBER: builtins.int
+    HYBRID_FIELD_NUMBER: builtins.int
+    SR_FIELD_NUMBER: builtins.int
+    MULTIDIM_FIELD_NUMBER: builtins.int
+    PAIRED_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1..128 characters. Immutable."""
     description: builtins.str
@@ -259,6 +792,40 @@ class Campaign(google.protobuf.message.Message):
     def basic_rappor(self) -> global___BasicRapporParams: ...
     @property
     def boolean_rappor(self) -> global___BooleanRapporParams: ...
+    @property
+    def oue(self) -> global___UnaryEncodingParams:
+        """Frequency oracles (issue 6). 28 and 29 are reserved for further set-valued variants."""
+
+    @property
+    def sue(self) -> global___UnaryEncodingParams: ...
+    @property
+    def olh(self) -> global___LocalHashingParams: ...
+    @property
+    def blh(self) -> global___LocalHashingParams: ...
+    @property
+    def ss(self) -> global___SubsetSelectionParams: ...
+    @property
+    def hr(self) -> global___HadamardResponseParams: ...
+    @property
+    def set_valued(self) -> global___SetValuedParams: ...
+    @property
+    def laplace(self) -> global___LaplaceParams:
+        """Numeric mechanisms (issue 6)."""
+
+    @property
+    def duchi(self) -> global___DuchiParams: ...
+    @property
+    def piecewise(self) -> global___PiecewiseParams: ...
+    @property
+    def hybrid(self) -> global___HybridParams: ...
+    @property
+    def sr(self) -> global___StochasticRoundingParams: ...
+    @property
+    def multidim(self) -> global___MultidimParams: ...
+    @property
+    def paired(self) -> global___PairedParams:
+        """Association (issue 5): two variables in one report. 41..47 are reserved for related kinds."""
+
     def __init__(
         self,
         *,
@@ -274,9 +841,23 @@ class Campaign(google.protobuf.message.Message):
         rappor: global___RapporParams | None = ...,
         basic_rappor: global___BasicRapporParams | None = ...,
         boolean_rappor: global___BooleanRapporParams | None = ...,
+        oue: global___UnaryEncodingParams | None = ...,
+        sue: global___UnaryEncodingParams | None = ...,
+        olh: global___LocalHashingParams | None = ...,
+        blh: global___LocalHashingParams | None = ...,
+        ss: global___SubsetSelectionParams | None = ...,
+        hr: global___HadamardResponseParams | None = ...,
+        set_valued: global___SetValuedParams | None = ...,
+        laplace: global___LaplaceParams | None = ...,
+        duchi: global___DuchiParams | None = ...,
+        piecewise: global___PiecewiseParams | None = ...,
+        hybrid: global___HybridParams | None = ...,
+        sr: global___StochasticRoundingParams | None = ...,
+        multidim: global___MultidimParams | None = ...,
+        paired: global___PairedParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "boolean_rappor", b"boolean_rappor", "grr", b"grr", "mechanism", b"mechanism", "rappor", b"rappor", "rr", b"rr"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "created_unix_ms", b"created_unix_ms", "description", b"description", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "id", b"id", "mechanism", b"mechanism", "rappor", b"rappor", "rr", b"rr"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "duchi", b"duchi", "grr", b"grr", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired"] | None: ...
 
 global___Campaign = Campaign

@@ -101,6 +101,97 @@ class RapporBitEstimates(google.protobuf.message.Message):
 global___RapporBitEstimates = RapporBitEstimates
 
 @typing.final
+class MeanEstimate(google.protobuf.message.Message):
+    """Mean of one numeric attribute (issue 6): laplace, duchi, piecewise, hybrid, sr (one attribute, label
+    "value") and multidim (attributes "0".."D-1"). The estimate is unbiased; its standard error is s/sqrt(n)
+    with s the sample standard deviation of the devices' unbiased values (ldp_aggregator/means.py), and the
+    interval is mean +/- z * std_error.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LABEL_FIELD_NUMBER: builtins.int
+    MEAN_FIELD_NUMBER: builtins.int
+    STD_ERROR_FIELD_NUMBER: builtins.int
+    CI_LOW_FIELD_NUMBER: builtins.int
+    CI_HIGH_FIELD_NUMBER: builtins.int
+    SUM_FIELD_NUMBER: builtins.int
+    SUM_STD_ERROR_FIELD_NUMBER: builtins.int
+    SUM_CI_LOW_FIELD_NUMBER: builtins.int
+    SUM_CI_HIGH_FIELD_NUMBER: builtins.int
+    N_FIELD_NUMBER: builtins.int
+    label: builtins.str
+    """"value" for one-dimensional mechanisms, the attribute index for multidim."""
+    mean: builtins.float
+    """Unbiased estimate of the mean value (in the declared range's units)."""
+    std_error: builtins.float
+    """Estimated standard error of `mean`."""
+    ci_low: builtins.float
+    """Confidence interval for the mean (EstimateResponse.confidence)."""
+    ci_high: builtins.float
+    sum: builtins.float
+    """population_size * mean: the estimated sum over the population."""
+    sum_std_error: builtins.float
+    """population_size * std_error."""
+    sum_ci_low: builtins.float
+    """population_size * the mean's interval."""
+    sum_ci_high: builtins.float
+    n: builtins.int
+    """Reports that carried this attribute (n_reports for one-dimensional mechanisms)."""
+    def __init__(
+        self,
+        *,
+        label: builtins.str = ...,
+        mean: builtins.float = ...,
+        std_error: builtins.float = ...,
+        ci_low: builtins.float = ...,
+        ci_high: builtins.float = ...,
+        sum: builtins.float = ...,
+        sum_std_error: builtins.float = ...,
+        sum_ci_low: builtins.float = ...,
+        sum_ci_high: builtins.float = ...,
+        n: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["ci_high", b"ci_high", "ci_low", b"ci_low", "label", b"label", "mean", b"mean", "n", b"n", "std_error", b"std_error", "sum", b"sum", "sum_ci_high", b"sum_ci_high", "sum_ci_low", b"sum_ci_low", "sum_std_error", b"sum_std_error"]) -> None: ...
+
+global___MeanEstimate = MeanEstimate
+
+@typing.final
+class PostprocessedEstimates(google.protobuf.message.Message):
+    """Post-processed frequency estimates (issue 6; Wang et al., NDSS 2020), a separately labelled output next
+    to the unbiased items: they are biased, so they come without standard errors and the intervals of
+    EstimateResponse.items (those of the unbiased estimate) are the ones to use for inference.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    METHOD_FIELD_NUMBER: builtins.int
+    COUNTS_FIELD_NUMBER: builtins.int
+    TOTAL_FIELD_NUMBER: builtins.int
+    method: builtins.str
+    """"norm-sub" (Euclidean projection of the counts onto {c >= 0, sum c = total}) or "clip" (each count
+    clipped to [0, n_reports]).
+    """
+    total: builtins.float
+    """The total the counts sum to (norm-sub: n_reports, or for set-valued campaigns the unbiased estimate of
+    the number of items held, clipped to [0, max_items * n_reports]); 0 for clip.
+    """
+    @property
+    def counts(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.float]:
+        """One count per entry of EstimateResponse.items, in the same order."""
+
+    def __init__(
+        self,
+        *,
+        method: builtins.str = ...,
+        counts: collections.abc.Iterable[builtins.float] | None = ...,
+        total: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["counts", b"counts", "method", b"method", "total", b"total"]) -> None: ...
+
+global___PostprocessedEstimates = PostprocessedEstimates
+
+@typing.final
 class EstimateRequest(google.protobuf.message.Message):
     """Ask for the current estimate of a campaign."""
 
@@ -109,10 +200,15 @@ class EstimateRequest(google.protobuf.message.Message):
     CAMPAIGN_ID_FIELD_NUMBER: builtins.int
     CANDIDATES_FIELD_NUMBER: builtins.int
     CONFIDENCE_FIELD_NUMBER: builtins.int
+    POPULATION_SIZE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign to estimate."""
     confidence: builtins.float
     """Confidence level of the intervals, in (0, 1). 0 (unset) means 0.95."""
+    population_size: builtins.int
+    """Numeric mechanisms (issue 6): the population size N for the estimated sums (sum = N * mean). 0 (unset)
+    means N = n_reports (the sum over the devices that reported).
+    """
     @property
     def candidates(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
         """rappor only: candidate strings to estimate (distinct). Empty means the campaign's own candidates.
@@ -125,8 +221,9 @@ class EstimateRequest(google.protobuf.message.Message):
         campaign_id: builtins.str = ...,
         candidates: collections.abc.Iterable[builtins.str] | None = ...,
         confidence: builtins.float = ...,
+        population_size: builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "population_size", b"population_size"]) -> None: ...
 
 global___EstimateRequest = EstimateRequest
 
@@ -144,6 +241,9 @@ class EstimateResponse(google.protobuf.message.Message):
     CONFIDENCE_FIELD_NUMBER: builtins.int
     ITEMS_FIELD_NUMBER: builtins.int
     RAPPOR_BITS_FIELD_NUMBER: builtins.int
+    POSTPROCESSED_FIELD_NUMBER: builtins.int
+    MEANS_FIELD_NUMBER: builtins.int
+    POPULATION_SIZE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -156,6 +256,8 @@ class EstimateResponse(google.protobuf.message.Message):
     """Longitudinal epsilon bound (as Campaign.epsilon_inf)."""
     confidence: builtins.float
     """Confidence level of every interval in this response, in (0, 1)."""
+    population_size: builtins.int
+    """Numeric mechanisms: the population size N the sums use (EstimateRequest.population_size, or n_reports)."""
     @property
     def items(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___ItemEstimate]:
         """One estimate per value (see ItemEstimate), in domain order or candidate order."""
@@ -163,6 +265,16 @@ class EstimateResponse(google.protobuf.message.Message):
     @property
     def rappor_bits(self) -> global___RapporBitEstimates:
         """rappor only: the per-cohort bit estimates the item estimates are decoded from. Unset otherwise."""
+
+    @property
+    def postprocessed(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___PostprocessedEstimates]:
+        """Frequency mechanisms other than string RAPPOR (issue 6): Norm-Sub and clipped versions of `items`'
+        counts, labelled by method. Never a replacement for `items`.
+        """
+
+    @property
+    def means(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___MeanEstimate]:
+        """Numeric mechanisms (issue 6): one mean per attribute (see MeanEstimate). Empty otherwise."""
 
     def __init__(
         self,
@@ -175,8 +287,11 @@ class EstimateResponse(google.protobuf.message.Message):
         confidence: builtins.float = ...,
         items: collections.abc.Iterable[global___ItemEstimate] | None = ...,
         rappor_bits: global___RapporBitEstimates | None = ...,
+        postprocessed: collections.abc.Iterable[global___PostprocessedEstimates] | None = ...,
+        means: collections.abc.Iterable[global___MeanEstimate] | None = ...,
+        population_size: builtins.int = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "mechanism", b"mechanism", "n_reports", b"n_reports", "rappor_bits", b"rappor_bits"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse

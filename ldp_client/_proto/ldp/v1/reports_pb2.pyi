@@ -14,12 +14,15 @@ below ("little bit order"):
 and the unused high bits of a row's last byte (bits k..8*ceil(k/8)-1) MUST be 0.
 
 The payload member must match the campaign's mechanism (rr -> rr_answer(s), grr -> grr_index/indices,
-rappor -> rappor, basic_rappor -> basic_bits, boolean_rappor -> boolean_bits); member numbers equal those
-of Campaign.mechanism.
+rappor -> rappor, basic_rappor -> basic_bits, boolean_rappor -> boolean_bits, oue -> oue_bits, sue ->
+sue_bits, olh/blh -> olh/blh, ss -> ss_bits, hr -> hr_index/indices; a set_valued campaign uses the member
+of its inner oracle); member numbers equal those of Campaign.mechanism.
 """
 
 import builtins
+import collections.abc
 import google.protobuf.descriptor
+import google.protobuf.internal.containers
 import google.protobuf.message
 import typing
 
@@ -48,6 +51,163 @@ class RapporReportBits(google.protobuf.message.Message):
 global___RapporReportBits = RapporReportBits
 
 @typing.final
+class NumericPairs(google.protobuf.message.Message):
+    """One multi-dimensional numeric report: k (attribute, code) pairs, attributes strictly increasing."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: builtins.int
+    CODES_FIELD_NUMBER: builtins.int
+    @property
+    def attributes(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """k attribute indices in [0, D), strictly increasing."""
+
+    @property
+    def codes(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """k codes of the base mechanism, codes[i] for attributes[i]."""
+
+    def __init__(
+        self,
+        *,
+        attributes: collections.abc.Iterable[builtins.int] | None = ...,
+        codes: collections.abc.Iterable[builtins.int] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attributes", b"attributes", "codes", b"codes"]) -> None: ...
+
+global___NumericPairs = NumericPairs
+
+@typing.final
+class MultidimColumns(google.protobuf.message.Message):
+    """Columns of a multi-dimensional numeric batch of `count` reports of k pairs each."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: builtins.int
+    CODES_FIELD_NUMBER: builtins.int
+    attributes: builtins.bytes
+    """count * k little-endian uint32 attribute indices (report j's are elements j*k .. j*k+k-1), each < D and
+    strictly increasing within a report.
+    """
+    codes: builtins.bytes
+    """count * k little-endian uint32 codes, aligned with `attributes`."""
+    def __init__(
+        self,
+        *,
+        attributes: builtins.bytes = ...,
+        codes: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attributes", b"attributes", "codes", b"codes"]) -> None: ...
+
+global___MultidimColumns = MultidimColumns
+
+@typing.final
+class LocalHashReport(google.protobuf.message.Message):
+    """One local-hashing report (olh, blh): the hash seed and the reported bucket."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKET_FIELD_NUMBER: builtins.int
+    a: builtins.int
+    """Seed word a, uniform in [0, 2^64)."""
+    b: builtins.int
+    """Seed word b, uniform in [0, 2^64)."""
+    bucket: builtins.int
+    """The reported bucket, 0 <= bucket < g."""
+    def __init__(
+        self,
+        *,
+        a: builtins.int = ...,
+        b: builtins.int = ...,
+        bucket: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "bucket", b"bucket"]) -> None: ...
+
+global___LocalHashReport = LocalHashReport
+
+@typing.final
+class LocalHashColumns(google.protobuf.message.Message):
+    """Columns of a local-hashing batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKETS_FIELD_NUMBER: builtins.int
+    a: builtins.bytes
+    """count little-endian uint64 seed words a (8 * count bytes)."""
+    b: builtins.bytes
+    """count little-endian uint64 seed words b (8 * count bytes)."""
+    buckets: builtins.bytes
+    """count little-endian uint32 buckets (4 * count bytes), each < g."""
+    def __init__(
+        self,
+        *,
+        a: builtins.bytes = ...,
+        b: builtins.bytes = ...,
+        buckets: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "buckets", b"buckets"]) -> None: ...
+
+global___LocalHashColumns = LocalHashColumns
+
+@typing.final
+class PairedSideReport(google.protobuf.message.Message):
+    """One side of a paired report (issue 5): the member of Report.value its mechanism uses, same number."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RR_ANSWER_FIELD_NUMBER: builtins.int
+    GRR_INDEX_FIELD_NUMBER: builtins.int
+    RAPPOR_FIELD_NUMBER: builtins.int
+    BASIC_BITS_FIELD_NUMBER: builtins.int
+    BOOLEAN_BITS_FIELD_NUMBER: builtins.int
+    rr_answer: builtins.bool
+    grr_index: builtins.int
+    basic_bits: builtins.bytes
+    boolean_bits: builtins.bytes
+    @property
+    def rappor(self) -> global___RapporReportBits: ...
+    def __init__(
+        self,
+        *,
+        rr_answer: builtins.bool = ...,
+        grr_index: builtins.int = ...,
+        rappor: global___RapporReportBits | None = ...,
+        basic_bits: builtins.bytes = ...,
+        boolean_bits: builtins.bytes = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "grr_index", b"grr_index", "rappor", b"rappor", "rr_answer", b"rr_answer", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "grr_index", b"grr_index", "rappor", b"rappor", "rr_answer", b"rr_answer", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits"] | None: ...
+
+global___PairedSideReport = PairedSideReport
+
+@typing.final
+class PairedReportValue(google.protobuf.message.Message):
+    """A paired report: both randomized values of one device (Campaign.paired)."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    FIRST_FIELD_NUMBER: builtins.int
+    SECOND_FIELD_NUMBER: builtins.int
+    @property
+    def first(self) -> global___PairedSideReport: ...
+    @property
+    def second(self) -> global___PairedSideReport: ...
+    def __init__(
+        self,
+        *,
+        first: global___PairedSideReport | None = ...,
+        second: global___PairedSideReport | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["first", b"first", "second", b"second"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["first", b"first", "second", b"second"]) -> None: ...
+
+global___PairedReportValue = PairedReportValue
+
+@typing.final
 class Report(google.protobuf.message.Message):
     """A single report, for devices that send one report per call (Collector.SubmitReport)."""
 
@@ -60,6 +220,19 @@ class Report(google.protobuf.message.Message):
     RAPPOR_FIELD_NUMBER: builtins.int
     BASIC_BITS_FIELD_NUMBER: builtins.int
     BOOLEAN_BITS_FIELD_NUMBER: builtins.int
+    OUE_BITS_FIELD_NUMBER: builtins.int
+    SUE_BITS_FIELD_NUMBER: builtins.int
+    OLH_FIELD_NUMBER: builtins.int
+    BLH_FIELD_NUMBER: builtins.int
+    SS_BITS_FIELD_NUMBER: builtins.int
+    HR_INDEX_FIELD_NUMBER: builtins.int
+    LAPLACE_CODE_FIELD_NUMBER: builtins.int
+    DUCHI_CODE_FIELD_NUMBER: builtins.int
+    PIECEWISE_CODE_FIELD_NUMBER: builtins.int
+    HYBRID_CODE_FIELD_NUMBER: builtins.int
+    SR_CODE_FIELD_NUMBER: builtins.int
+    MULTIDIM_FIELD_NUMBER: builtins.int
+    PAIRED_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -75,9 +248,38 @@ class Report(google.protobuf.message.Message):
     """basic_rappor: the d reported bits, exactly ceil(d/8) bytes, little bit order, padding bits 0."""
     boolean_bits: builtins.bytes
     """boolean_rappor: exactly 1 byte, 0x00 or 0x01."""
+    oue_bits: builtins.bytes
+    """Frequency oracles (issue 6); a set_valued campaign uses its inner oracle's member.
+    oue, sue: the d reported bits, exactly ceil(d/8) bytes, little bit order, padding bits 0.
+    """
+    sue_bits: builtins.bytes
+    ss_bits: builtins.bytes
+    """ss: the subset as d bits (exactly k set), ceil(d/8) bytes, little bit order, padding bits 0."""
+    hr_index: builtins.int
+    """hr: the reported index j in [0, K), K = 2^ceil(log2(d + 1))."""
+    laplace_code: builtins.int
+    """Numeric mechanisms (issue 6): the integer code of the report (ldp_client/numeric_params.py);
+    duchi and sr codes are 0 or 1.
+    """
+    duchi_code: builtins.int
+    piecewise_code: builtins.int
+    hybrid_code: builtins.int
+    sr_code: builtins.int
     @property
     def rappor(self) -> global___RapporReportBits:
         """rappor: cohort and packed Bloom filter bits."""
+
+    @property
+    def olh(self) -> global___LocalHashReport:
+        """olh, blh: the seed and the bucket (< g)."""
+
+    @property
+    def blh(self) -> global___LocalHashReport: ...
+    @property
+    def multidim(self) -> global___NumericPairs: ...
+    @property
+    def paired(self) -> global___PairedReportValue:
+        """paired (issue 5): both sides' reports."""
 
     def __init__(
         self,
@@ -89,10 +291,23 @@ class Report(google.protobuf.message.Message):
         rappor: global___RapporReportBits | None = ...,
         basic_bits: builtins.bytes = ...,
         boolean_bits: builtins.bytes = ...,
+        oue_bits: builtins.bytes = ...,
+        sue_bits: builtins.bytes = ...,
+        olh: global___LocalHashReport | None = ...,
+        blh: global___LocalHashReport | None = ...,
+        ss_bits: builtins.bytes = ...,
+        hr_index: builtins.int = ...,
+        laplace_code: builtins.int = ...,
+        duchi_code: builtins.int = ...,
+        piecewise_code: builtins.int = ...,
+        hybrid_code: builtins.int = ...,
+        sr_code: builtins.int = ...,
+        multidim: global___NumericPairs | None = ...,
+        paired: global___PairedReportValue | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "grr_index", b"grr_index", "rappor", b"rappor", "rr_answer", b"rr_answer", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "grr_index", b"grr_index", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired"] | None: ...
 
 global___Report = Report
 
@@ -121,6 +336,63 @@ class RapporColumns(google.protobuf.message.Message):
 global___RapporColumns = RapporColumns
 
 @typing.final
+class PairedSideColumns(google.protobuf.message.Message):
+    """One side of a paired batch (issue 5): the columns its mechanism uses in ReportBatch.payload, with the
+    same member numbers and layouts, for the batch's `count` reports (row j of both sides is one device).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RR_ANSWERS_FIELD_NUMBER: builtins.int
+    GRR_INDICES_FIELD_NUMBER: builtins.int
+    RAPPOR_FIELD_NUMBER: builtins.int
+    BASIC_BITS_FIELD_NUMBER: builtins.int
+    BOOLEAN_BITS_FIELD_NUMBER: builtins.int
+    rr_answers: builtins.bytes
+    grr_indices: builtins.bytes
+    basic_bits: builtins.bytes
+    boolean_bits: builtins.bytes
+    @property
+    def rappor(self) -> global___RapporColumns: ...
+    def __init__(
+        self,
+        *,
+        rr_answers: builtins.bytes = ...,
+        grr_indices: builtins.bytes = ...,
+        rappor: global___RapporColumns | None = ...,
+        basic_bits: builtins.bytes = ...,
+        boolean_bits: builtins.bytes = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "grr_indices", b"grr_indices", "payload", b"payload", "rappor", b"rappor", "rr_answers", b"rr_answers"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "grr_indices", b"grr_indices", "payload", b"payload", "rappor", b"rappor", "rr_answers", b"rr_answers"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits"] | None: ...
+
+global___PairedSideColumns = PairedSideColumns
+
+@typing.final
+class PairedColumns(google.protobuf.message.Message):
+    """Columns of a paired batch: the two sides side by side."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    FIRST_FIELD_NUMBER: builtins.int
+    SECOND_FIELD_NUMBER: builtins.int
+    @property
+    def first(self) -> global___PairedSideColumns: ...
+    @property
+    def second(self) -> global___PairedSideColumns: ...
+    def __init__(
+        self,
+        *,
+        first: global___PairedSideColumns | None = ...,
+        second: global___PairedSideColumns | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["first", b"first", "second", b"second"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["first", b"first", "second", b"second"]) -> None: ...
+
+global___PairedColumns = PairedColumns
+
+@typing.final
 class ReportBatch(google.protobuf.message.Message):
     """A batch of `count` reports for one campaign, stored column by column."""
 
@@ -134,6 +406,19 @@ class ReportBatch(google.protobuf.message.Message):
     RAPPOR_FIELD_NUMBER: builtins.int
     BASIC_BITS_FIELD_NUMBER: builtins.int
     BOOLEAN_BITS_FIELD_NUMBER: builtins.int
+    OUE_BITS_FIELD_NUMBER: builtins.int
+    SUE_BITS_FIELD_NUMBER: builtins.int
+    OLH_FIELD_NUMBER: builtins.int
+    BLH_FIELD_NUMBER: builtins.int
+    SS_BITS_FIELD_NUMBER: builtins.int
+    HR_INDICES_FIELD_NUMBER: builtins.int
+    LAPLACE_CODES_FIELD_NUMBER: builtins.int
+    DUCHI_CODES_FIELD_NUMBER: builtins.int
+    PIECEWISE_CODES_FIELD_NUMBER: builtins.int
+    HYBRID_CODES_FIELD_NUMBER: builtins.int
+    SR_CODES_FIELD_NUMBER: builtins.int
+    MULTIDIM_FIELD_NUMBER: builtins.int
+    PAIRED_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -154,9 +439,38 @@ class ReportBatch(google.protobuf.message.Message):
     """basic_rappor: n rows of ceil(d/8) bytes (n * ceil(d/8) bytes), row-major, little bit order, padding 0."""
     boolean_bits: builtins.bytes
     """boolean_rappor: n rows of 1 byte (n bytes), each 0x00 or 0x01."""
+    oue_bits: builtins.bytes
+    """Frequency oracles (issue 6); a set_valued campaign uses its inner oracle's member.
+    oue, sue, ss: n rows of ceil(d/8) bytes (n * ceil(d/8) bytes), row-major, little bit order, padding 0;
+    ss rows have exactly k bits set.
+    """
+    sue_bits: builtins.bytes
+    ss_bits: builtins.bytes
+    hr_indices: builtins.bytes
+    """hr: n indices, each a little-endian uint32 in [0, K) (4 * n bytes)."""
+    laplace_codes: builtins.bytes
+    """Numeric mechanisms (issue 6). laplace, piecewise, hybrid: n little-endian uint32 codes (4 * n bytes),
+    each < the mechanism's number of codes. duchi, sr: n codes of one bit packed 8 per byte as rr_answers.
+    """
+    duchi_codes: builtins.bytes
+    piecewise_codes: builtins.bytes
+    hybrid_codes: builtins.bytes
+    sr_codes: builtins.bytes
     @property
     def rappor(self) -> global___RapporColumns:
         """rappor: cohorts and packed bit rows."""
+
+    @property
+    def olh(self) -> global___LocalHashColumns:
+        """olh, blh: seeds and buckets."""
+
+    @property
+    def blh(self) -> global___LocalHashColumns: ...
+    @property
+    def multidim(self) -> global___MultidimColumns: ...
+    @property
+    def paired(self) -> global___PairedColumns:
+        """paired (issue 5): both sides' columns."""
 
     def __init__(
         self,
@@ -169,10 +483,23 @@ class ReportBatch(google.protobuf.message.Message):
         rappor: global___RapporColumns | None = ...,
         basic_bits: builtins.bytes = ...,
         boolean_bits: builtins.bytes = ...,
+        oue_bits: builtins.bytes = ...,
+        sue_bits: builtins.bytes = ...,
+        olh: global___LocalHashColumns | None = ...,
+        blh: global___LocalHashColumns | None = ...,
+        ss_bits: builtins.bytes = ...,
+        hr_indices: builtins.bytes = ...,
+        laplace_codes: builtins.bytes = ...,
+        duchi_codes: builtins.bytes = ...,
+        piecewise_codes: builtins.bytes = ...,
+        hybrid_codes: builtins.bytes = ...,
+        sr_codes: builtins.bytes = ...,
+        multidim: global___MultidimColumns | None = ...,
+        paired: global___PairedColumns | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "boolean_bits", b"boolean_bits", "grr_indices", b"grr_indices", "payload", b"payload", "rappor", b"rappor", "rr_answers", b"rr_answers"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "count", b"count", "grr_indices", b"grr_indices", "payload", b"payload", "rappor", b"rappor", "rr_answers", b"rr_answers"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired"] | None: ...
 
 global___ReportBatch = ReportBatch
 

@@ -13,27 +13,34 @@ _sym_db = _symbol_database.Default()
 
 
 from ldp_client._proto.ldp.v1 import campaign_pb2 as ldp_dot_v1_dot_campaign__pb2
+from ldp_client._proto.ldp.v1 import decode_pb2 as ldp_dot_v1_dot_decode__pb2
 from ldp_client._proto.ldp.v1 import estimates_pb2 as ldp_dot_v1_dot_estimates__pb2
 from ldp_client._proto.ldp.v1 import reports_pb2 as ldp_dot_v1_dot_reports__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ldp/v1/services.proto\x12\x06ldp.v1\x1a\x15ldp/v1/campaign.proto\x1a\x16ldp/v1/estimates.proto\x1a\x14ldp/v1/reports.proto\")\n\x12GetCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\";\n\x15\x43reateCampaignRequest\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\"\x16\n\x14ListCampaignsRequest\"<\n\x15ListCampaignsResponse\x12#\n\tcampaigns\x18\x01 \x03(\x0b\x32\x10.ldp.v1.Campaign2\xfc\x01\n\tCollector\x12;\n\x0bGetCampaign\x12\x1a.ldp.v1.GetCampaignRequest\x1a\x10.ldp.v1.Campaign\x12\x35\n\x06Submit\x12\x13.ldp.v1.ReportBatch\x1a\x16.ldp.v1.SubmitResponse\x12\x43\n\x0cSubmitStream\x12\x13.ldp.v1.ReportBatch\x1a\x1c.ldp.v1.SubmitStreamResponse(\x01\x12\x36\n\x0cSubmitReport\x12\x0e.ldp.v1.Report\x1a\x16.ldp.v1.SubmitResponse2\x99\x02\n\x07\x41nalyst\x12\x41\n\x0e\x43reateCampaign\x12\x1d.ldp.v1.CreateCampaignRequest\x1a\x10.ldp.v1.Campaign\x12;\n\x0bGetCampaign\x12\x1a.ldp.v1.GetCampaignRequest\x1a\x10.ldp.v1.Campaign\x12L\n\rListCampaigns\x12\x1c.ldp.v1.ListCampaignsRequest\x1a\x1d.ldp.v1.ListCampaignsResponse\x12@\n\x0bGetEstimate\x12\x17.ldp.v1.EstimateRequest\x1a\x18.ldp.v1.EstimateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15ldp/v1/services.proto\x12\x06ldp.v1\x1a\x15ldp/v1/campaign.proto\x1a\x13ldp/v1/decode.proto\x1a\x16ldp/v1/estimates.proto\x1a\x14ldp/v1/reports.proto\")\n\x12GetCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\";\n\x15\x43reateCampaignRequest\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\"\x16\n\x14ListCampaignsRequest\"<\n\x15ListCampaignsResponse\x12#\n\tcampaigns\x18\x01 \x03(\x0b\x32\x10.ldp.v1.Campaign\"+\n\x14\x43loseCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"T\n\x15\x45xportCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x12\n\ncandidates\x18\x02 \x03(\t\x12\x12\n\nconfidence\x18\x03 \x01(\x01\"\xbd\x01\n\x16\x45xportCampaignResponse\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\x12\x13\n\x0b\x61\x63\x63umulator\x18\x02 \x01(\x0c\x12\x11\n\tn_reports\x18\x03 \x01(\x04\x12\x11\n\tn_batches\x18\x04 \x01(\x04\x12*\n\x08\x65stimate\x18\x05 \x01(\x0b\x32\x18.ldp.v1.EstimateResponse\x12\x18\n\x10\x65xported_unix_ms\x18\x06 \x01(\x03\x32\xfc\x01\n\tCollector\x12;\n\x0bGetCampaign\x12\x1a.ldp.v1.GetCampaignRequest\x1a\x10.ldp.v1.Campaign\x12\x35\n\x06Submit\x12\x13.ldp.v1.ReportBatch\x1a\x16.ldp.v1.SubmitResponse\x12\x43\n\x0cSubmitStream\x12\x13.ldp.v1.ReportBatch\x1a\x1c.ldp.v1.SubmitStreamResponse(\x01\x12\x36\n\x0cSubmitReport\x12\x0e.ldp.v1.Report\x1a\x16.ldp.v1.SubmitResponse2\xc6\x04\n\x07\x41nalyst\x12\x41\n\x0e\x43reateCampaign\x12\x1d.ldp.v1.CreateCampaignRequest\x1a\x10.ldp.v1.Campaign\x12;\n\x0bGetCampaign\x12\x1a.ldp.v1.GetCampaignRequest\x1a\x10.ldp.v1.Campaign\x12L\n\rListCampaigns\x12\x1c.ldp.v1.ListCampaignsRequest\x1a\x1d.ldp.v1.ListCampaignsResponse\x12@\n\x0bGetEstimate\x12\x17.ldp.v1.EstimateRequest\x1a\x18.ldp.v1.EstimateResponse\x12?\n\rCloseCampaign\x12\x1c.ldp.v1.CloseCampaignRequest\x1a\x10.ldp.v1.Campaign\x12O\n\x0e\x45xportCampaign\x12\x1d.ldp.v1.ExportCampaignRequest\x1a\x1e.ldp.v1.ExportCampaignResponse\x12I\n\x0c\x44\x65\x63odeRappor\x12\x1b.ldp.v1.DecodeRapporRequest\x1a\x1c.ldp.v1.DecodeRapporResponse\x12N\n\x13\x45stimateAssociation\x12\x1a.ldp.v1.AssociationRequest\x1a\x1b.ldp.v1.AssociationResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ldp_client._proto.ldp.v1.services_pb2', _globals)
 if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
-  _globals['_GETCAMPAIGNREQUEST']._serialized_start=102
-  _globals['_GETCAMPAIGNREQUEST']._serialized_end=143
-  _globals['_CREATECAMPAIGNREQUEST']._serialized_start=145
-  _globals['_CREATECAMPAIGNREQUEST']._serialized_end=204
-  _globals['_LISTCAMPAIGNSREQUEST']._serialized_start=206
-  _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=228
-  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=230
-  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=290
-  _globals['_COLLECTOR']._serialized_start=293
-  _globals['_COLLECTOR']._serialized_end=545
-  _globals['_ANALYST']._serialized_start=548
-  _globals['_ANALYST']._serialized_end=829
+  _globals['_GETCAMPAIGNREQUEST']._serialized_start=123
+  _globals['_GETCAMPAIGNREQUEST']._serialized_end=164
+  _globals['_CREATECAMPAIGNREQUEST']._serialized_start=166
+  _globals['_CREATECAMPAIGNREQUEST']._serialized_end=225
+  _globals['_LISTCAMPAIGNSREQUEST']._serialized_start=227
+  _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=249
+  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=251
+  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=311
+  _globals['_CLOSECAMPAIGNREQUEST']._serialized_start=313
+  _globals['_CLOSECAMPAIGNREQUEST']._serialized_end=356
+  _globals['_EXPORTCAMPAIGNREQUEST']._serialized_start=358
+  _globals['_EXPORTCAMPAIGNREQUEST']._serialized_end=442
+  _globals['_EXPORTCAMPAIGNRESPONSE']._serialized_start=445
+  _globals['_EXPORTCAMPAIGNRESPONSE']._serialized_end=634
+  _globals['_COLLECTOR']._serialized_start=637
+  _globals['_COLLECTOR']._serialized_end=889
+  _globals['_ANALYST']._serialized_start=892
+  _globals['_ANALYST']._serialized_end=1474
 # @@protoc_insertion_point(module_scope)

@@ -8,8 +8,12 @@ Status codes (the servicer maps errors in one place):
   INVALID_ARGUMENT    a malformed campaign, report or batch (wrong payload kind, lengths, values, ids)
   ALREADY_EXISTS      CreateCampaign with a campaign id that is taken
   FAILED_PRECONDITION the campaign is closed
-  RESOURCE_EXHAUSTED  the message exceeds the server's maximum message size (split the batch)
+  RESOURCE_EXHAUSTED  the message exceeds the server's maximum message size or reports per batch (split
+                      the batch), or the token's rate limit (trailing metadata ldp-retry-after-ms: retry
+                      the SAME batch id after that many milliseconds)
   UNAVAILABLE         the server or its storage cannot commit right now; retry with the SAME batch id
+  UNAUTHENTICATED     no valid access token (metadata "authorization: Bearer <token>")
+  PERMISSION_DENIED   the token's role may not call this RPC (docs/operations.md)
 """
 
 import builtins
@@ -18,6 +22,7 @@ import google.protobuf.descriptor
 import google.protobuf.internal.containers
 import google.protobuf.message
 import ldp_client._proto.ldp.v1.campaign_pb2
+import ldp_client._proto.ldp.v1.estimates_pb2
 import typing
 
 DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
@@ -94,3 +99,94 @@ class ListCampaignsResponse(google.protobuf.message.Message):
     def ClearField(self, field_name: typing.Literal["campaigns", b"campaigns"]) -> None: ...
 
 global___ListCampaignsResponse = ListCampaignsResponse
+
+@typing.final
+class CloseCampaignRequest(google.protobuf.message.Message):
+    """Close a campaign."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: builtins.int
+    campaign_id: builtins.str
+    """Id of the campaign."""
+    def __init__(
+        self,
+        *,
+        campaign_id: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id"]) -> None: ...
+
+global___CloseCampaignRequest = CloseCampaignRequest
+
+@typing.final
+class ExportCampaignRequest(google.protobuf.message.Message):
+    """Export a campaign."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: builtins.int
+    CANDIDATES_FIELD_NUMBER: builtins.int
+    CONFIDENCE_FIELD_NUMBER: builtins.int
+    campaign_id: builtins.str
+    """Id of the campaign."""
+    confidence: builtins.float
+    """As EstimateRequest.confidence (0 = 0.95)."""
+    @property
+    def candidates(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+        """As EstimateRequest.candidates (RAPPOR: candidate strings; empty = the campaign's own)."""
+
+    def __init__(
+        self,
+        *,
+        campaign_id: builtins.str = ...,
+        candidates: collections.abc.Iterable[builtins.str] | None = ...,
+        confidence: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence"]) -> None: ...
+
+global___ExportCampaignRequest = ExportCampaignRequest
+
+@typing.final
+class ExportCampaignResponse(google.protobuf.message.Message):
+    """A campaign's sufficient statistics and estimate."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    CAMPAIGN_FIELD_NUMBER: builtins.int
+    ACCUMULATOR_FIELD_NUMBER: builtins.int
+    N_REPORTS_FIELD_NUMBER: builtins.int
+    N_BATCHES_FIELD_NUMBER: builtins.int
+    ESTIMATE_FIELD_NUMBER: builtins.int
+    EXPORTED_UNIX_MS_FIELD_NUMBER: builtins.int
+    accumulator: builtins.bytes
+    """The committed accumulator in its self-describing, checksummed serialization (the store's bytes;
+    ldp_aggregator.accumulators.accumulator_from_bytes reads it).
+    """
+    n_reports: builtins.int
+    """Reports summed into the accumulator."""
+    n_batches: builtins.int
+    """Distinct batches (and single reports) committed."""
+    exported_unix_ms: builtins.int
+    """Server time of the snapshot, milliseconds since the Unix epoch."""
+    @property
+    def campaign(self) -> ldp_client._proto.ldp.v1.campaign_pb2.Campaign:
+        """The campaign as stored."""
+
+    @property
+    def estimate(self) -> ldp_client._proto.ldp.v1.estimates_pb2.EstimateResponse:
+        """The estimate computed from exactly this accumulator."""
+
+    def __init__(
+        self,
+        *,
+        campaign: ldp_client._proto.ldp.v1.campaign_pb2.Campaign | None = ...,
+        accumulator: builtins.bytes = ...,
+        n_reports: builtins.int = ...,
+        n_batches: builtins.int = ...,
+        estimate: ldp_client._proto.ldp.v1.estimates_pb2.EstimateResponse | None = ...,
+        exported_unix_ms: builtins.int = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["campaign", b"campaign", "estimate", b"estimate"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["accumulator", b"accumulator", "campaign", b"campaign", "estimate", b"estimate", "exported_unix_ms", b"exported_unix_ms", "n_batches", b"n_batches", "n_reports", b"n_reports"]) -> None: ...
+
+global___ExportCampaignResponse = ExportCampaignResponse

@@ -3,6 +3,7 @@
 import grpc
 
 from ldp_client._proto.ldp.v1 import campaign_pb2 as ldp_dot_v1_dot_campaign__pb2
+from ldp_client._proto.ldp.v1 import decode_pb2 as ldp_dot_v1_dot_decode__pb2
 from ldp_client._proto.ldp.v1 import estimates_pb2 as ldp_dot_v1_dot_estimates__pb2
 from ldp_client._proto.ldp.v1 import reports_pb2 as ldp_dot_v1_dot_reports__pb2
 from ldp_client._proto.ldp.v1 import services_pb2 as ldp_dot_v1_dot_services__pb2
@@ -205,6 +206,26 @@ class AnalystStub(object):
                 request_serializer=ldp_dot_v1_dot_estimates__pb2.EstimateRequest.SerializeToString,
                 response_deserializer=ldp_dot_v1_dot_estimates__pb2.EstimateResponse.FromString,
                 )
+        self.CloseCampaign = channel.unary_unary(
+                '/ldp.v1.Analyst/CloseCampaign',
+                request_serializer=ldp_dot_v1_dot_services__pb2.CloseCampaignRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
+                )
+        self.ExportCampaign = channel.unary_unary(
+                '/ldp.v1.Analyst/ExportCampaign',
+                request_serializer=ldp_dot_v1_dot_services__pb2.ExportCampaignRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_services__pb2.ExportCampaignResponse.FromString,
+                )
+        self.DecodeRappor = channel.unary_unary(
+                '/ldp.v1.Analyst/DecodeRappor',
+                request_serializer=ldp_dot_v1_dot_decode__pb2.DecodeRapporRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_decode__pb2.DecodeRapporResponse.FromString,
+                )
+        self.EstimateAssociation = channel.unary_unary(
+                '/ldp.v1.Analyst/EstimateAssociation',
+                request_serializer=ldp_dot_v1_dot_decode__pb2.AssociationRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_decode__pb2.AssociationResponse.FromString,
+                )
 
 
 class AnalystServicer(object):
@@ -239,6 +260,38 @@ class AnalystServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CloseCampaign(self, request, context):
+        """Close a campaign (admin): it accepts no more reports (Submit answers FAILED_PRECONDITION; retries of
+        stored batches still answer "duplicate"). Idempotent. Returns the campaign, closed. NOT_FOUND if unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportCampaign(self, request, context):
+        """A campaign's committed accumulator and its estimate, from one consistent snapshot. NOT_FOUND if unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecodeRappor(self, request, context):
+        """Decode a RAPPOR campaign (issue 5): string RAPPOR against candidates (from the request or the campaign),
+        basic and boolean RAPPOR directly; estimates with calibrated errors, detection, fit diagnostics.
+        NOT_FOUND if unknown; INVALID_ARGUMENT for a campaign that is not RAPPOR, bad candidates or no reports.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EstimateAssociation(self, request, context):
+        """Joint distribution of the two variables of a paired campaign (issue 5), by EM over the reports, with
+        standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnalystServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -261,6 +314,26 @@ def add_AnalystServicer_to_server(servicer, server):
                     servicer.GetEstimate,
                     request_deserializer=ldp_dot_v1_dot_estimates__pb2.EstimateRequest.FromString,
                     response_serializer=ldp_dot_v1_dot_estimates__pb2.EstimateResponse.SerializeToString,
+            ),
+            'CloseCampaign': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseCampaign,
+                    request_deserializer=ldp_dot_v1_dot_services__pb2.CloseCampaignRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_campaign__pb2.Campaign.SerializeToString,
+            ),
+            'ExportCampaign': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportCampaign,
+                    request_deserializer=ldp_dot_v1_dot_services__pb2.ExportCampaignRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_services__pb2.ExportCampaignResponse.SerializeToString,
+            ),
+            'DecodeRappor': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecodeRappor,
+                    request_deserializer=ldp_dot_v1_dot_decode__pb2.DecodeRapporRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_decode__pb2.DecodeRapporResponse.SerializeToString,
+            ),
+            'EstimateAssociation': grpc.unary_unary_rpc_method_handler(
+                    servicer.EstimateAssociation,
+                    request_deserializer=ldp_dot_v1_dot_decode__pb2.AssociationRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_decode__pb2.AssociationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -338,5 +411,73 @@ class Analyst(object):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/GetEstimate',
             ldp_dot_v1_dot_estimates__pb2.EstimateRequest.SerializeToString,
             ldp_dot_v1_dot_estimates__pb2.EstimateResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CloseCampaign(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/CloseCampaign',
+            ldp_dot_v1_dot_services__pb2.CloseCampaignRequest.SerializeToString,
+            ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ExportCampaign(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/ExportCampaign',
+            ldp_dot_v1_dot_services__pb2.ExportCampaignRequest.SerializeToString,
+            ldp_dot_v1_dot_services__pb2.ExportCampaignResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DecodeRappor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/DecodeRappor',
+            ldp_dot_v1_dot_decode__pb2.DecodeRapporRequest.SerializeToString,
+            ldp_dot_v1_dot_decode__pb2.DecodeRapporResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EstimateAssociation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/EstimateAssociation',
+            ldp_dot_v1_dot_decode__pb2.AssociationRequest.SerializeToString,
+            ldp_dot_v1_dot_decode__pb2.AssociationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

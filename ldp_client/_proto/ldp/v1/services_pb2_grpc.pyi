@@ -8,8 +8,12 @@ Status codes (the servicer maps errors in one place):
   INVALID_ARGUMENT    a malformed campaign, report or batch (wrong payload kind, lengths, values, ids)
   ALREADY_EXISTS      CreateCampaign with a campaign id that is taken
   FAILED_PRECONDITION the campaign is closed
-  RESOURCE_EXHAUSTED  the message exceeds the server's maximum message size (split the batch)
+  RESOURCE_EXHAUSTED  the message exceeds the server's maximum message size or reports per batch (split
+                      the batch), or the token's rate limit (trailing metadata ldp-retry-after-ms: retry
+                      the SAME batch id after that many milliseconds)
   UNAVAILABLE         the server or its storage cannot commit right now; retry with the SAME batch id
+  UNAUTHENTICATED     no valid access token (metadata "authorization: Bearer <token>")
+  PERMISSION_DENIED   the token's role may not call this RPC (docs/operations.md)
 """
 
 import abc
@@ -17,6 +21,7 @@ import collections.abc
 import grpc
 import grpc.aio
 import ldp_client._proto.ldp.v1.campaign_pb2
+import ldp_client._proto.ldp.v1.decode_pb2
 import ldp_client._proto.ldp.v1.estimates_pb2
 import ldp_client._proto.ldp.v1.reports_pb2
 import ldp_client._proto.ldp.v1.services_pb2
@@ -149,6 +154,37 @@ class AnalystStub:
     ]
     """The current estimate of a campaign. NOT_FOUND if unknown."""
 
+    CloseCampaign: grpc.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.services_pb2.CloseCampaignRequest,
+        ldp_client._proto.ldp.v1.campaign_pb2.Campaign,
+    ]
+    """Close a campaign (admin): it accepts no more reports (Submit answers FAILED_PRECONDITION; retries of
+    stored batches still answer "duplicate"). Idempotent. Returns the campaign, closed. NOT_FOUND if unknown.
+    """
+
+    ExportCampaign: grpc.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.services_pb2.ExportCampaignRequest,
+        ldp_client._proto.ldp.v1.services_pb2.ExportCampaignResponse,
+    ]
+    """A campaign's committed accumulator and its estimate, from one consistent snapshot. NOT_FOUND if unknown."""
+
+    DecodeRappor: grpc.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporRequest,
+        ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporResponse,
+    ]
+    """Decode a RAPPOR campaign (issue 5): string RAPPOR against candidates (from the request or the campaign),
+    basic and boolean RAPPOR directly; estimates with calibrated errors, detection, fit diagnostics.
+    NOT_FOUND if unknown; INVALID_ARGUMENT for a campaign that is not RAPPOR, bad candidates or no reports.
+    """
+
+    EstimateAssociation: grpc.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.decode_pb2.AssociationRequest,
+        ldp_client._proto.ldp.v1.decode_pb2.AssociationResponse,
+    ]
+    """Joint distribution of the two variables of a paired campaign (issue 5), by EM over the reports, with
+    standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
+    """
+
 class AnalystAsyncStub:
     """For operators and analysts: manage campaigns and read estimates."""
 
@@ -175,6 +211,37 @@ class AnalystAsyncStub:
         ldp_client._proto.ldp.v1.estimates_pb2.EstimateResponse,
     ]
     """The current estimate of a campaign. NOT_FOUND if unknown."""
+
+    CloseCampaign: grpc.aio.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.services_pb2.CloseCampaignRequest,
+        ldp_client._proto.ldp.v1.campaign_pb2.Campaign,
+    ]
+    """Close a campaign (admin): it accepts no more reports (Submit answers FAILED_PRECONDITION; retries of
+    stored batches still answer "duplicate"). Idempotent. Returns the campaign, closed. NOT_FOUND if unknown.
+    """
+
+    ExportCampaign: grpc.aio.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.services_pb2.ExportCampaignRequest,
+        ldp_client._proto.ldp.v1.services_pb2.ExportCampaignResponse,
+    ]
+    """A campaign's committed accumulator and its estimate, from one consistent snapshot. NOT_FOUND if unknown."""
+
+    DecodeRappor: grpc.aio.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporRequest,
+        ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporResponse,
+    ]
+    """Decode a RAPPOR campaign (issue 5): string RAPPOR against candidates (from the request or the campaign),
+    basic and boolean RAPPOR directly; estimates with calibrated errors, detection, fit diagnostics.
+    NOT_FOUND if unknown; INVALID_ARGUMENT for a campaign that is not RAPPOR, bad candidates or no reports.
+    """
+
+    EstimateAssociation: grpc.aio.UnaryUnaryMultiCallable[
+        ldp_client._proto.ldp.v1.decode_pb2.AssociationRequest,
+        ldp_client._proto.ldp.v1.decode_pb2.AssociationResponse,
+    ]
+    """Joint distribution of the two variables of a paired campaign (issue 5), by EM over the reports, with
+    standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
+    """
 
 class AnalystServicer(metaclass=abc.ABCMeta):
     """For operators and analysts: manage campaigns and read estimates."""
@@ -210,5 +277,44 @@ class AnalystServicer(metaclass=abc.ABCMeta):
         context: _ServicerContext,
     ) -> typing.Union[ldp_client._proto.ldp.v1.estimates_pb2.EstimateResponse, collections.abc.Awaitable[ldp_client._proto.ldp.v1.estimates_pb2.EstimateResponse]]:
         """The current estimate of a campaign. NOT_FOUND if unknown."""
+
+    @abc.abstractmethod
+    def CloseCampaign(
+        self,
+        request: ldp_client._proto.ldp.v1.services_pb2.CloseCampaignRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ldp_client._proto.ldp.v1.campaign_pb2.Campaign, collections.abc.Awaitable[ldp_client._proto.ldp.v1.campaign_pb2.Campaign]]:
+        """Close a campaign (admin): it accepts no more reports (Submit answers FAILED_PRECONDITION; retries of
+        stored batches still answer "duplicate"). Idempotent. Returns the campaign, closed. NOT_FOUND if unknown.
+        """
+
+    @abc.abstractmethod
+    def ExportCampaign(
+        self,
+        request: ldp_client._proto.ldp.v1.services_pb2.ExportCampaignRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ldp_client._proto.ldp.v1.services_pb2.ExportCampaignResponse, collections.abc.Awaitable[ldp_client._proto.ldp.v1.services_pb2.ExportCampaignResponse]]:
+        """A campaign's committed accumulator and its estimate, from one consistent snapshot. NOT_FOUND if unknown."""
+
+    @abc.abstractmethod
+    def DecodeRappor(
+        self,
+        request: ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporResponse, collections.abc.Awaitable[ldp_client._proto.ldp.v1.decode_pb2.DecodeRapporResponse]]:
+        """Decode a RAPPOR campaign (issue 5): string RAPPOR against candidates (from the request or the campaign),
+        basic and boolean RAPPOR directly; estimates with calibrated errors, detection, fit diagnostics.
+        NOT_FOUND if unknown; INVALID_ARGUMENT for a campaign that is not RAPPOR, bad candidates or no reports.
+        """
+
+    @abc.abstractmethod
+    def EstimateAssociation(
+        self,
+        request: ldp_client._proto.ldp.v1.decode_pb2.AssociationRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ldp_client._proto.ldp.v1.decode_pb2.AssociationResponse, collections.abc.Awaitable[ldp_client._proto.ldp.v1.decode_pb2.AssociationResponse]]:
+        """Joint distribution of the two variables of a paired campaign (issue 5), by EM over the reports, with
+        standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
+        """
 
 def add_AnalystServicer_to_server(servicer: AnalystServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...

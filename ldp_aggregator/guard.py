@@ -1,0 +1,316 @@
+"""The one gate every ``ldp.v1`` call passes before its servicer: token, role, rate, size, message.
+
+:class:`Guard` is a ``grpc.aio`` server interceptor. For each ``ldp.*`` RPC it replaces the handler by one
+that receives the raw request bytes and, in this order,
+
+1. authenticates and authorizes the call (:mod:`ldp_aggregator.auth`): UNAUTHENTICATED, PERMISSION_DENIED;
+2. takes one request from the caller's request bucket (:mod:`ldp_aggregator.ratelimit`): RESOURCE_EXHAUSTED;
+3. parses the message itself, so that bytes that are not a valid message (bad wire format, invalid UTF-8
+   in a string) get INVALID_ARGUMENT with a message instead of gRPC's generic deserialization failure;
+4. checks sizes (reports per batch, candidates per request) and takes the batch's reports from the
+   caller's report bucket: RESOURCE_EXHAUSTED, with ``ldp-retry-after-ms`` trailing metadata when only
+   the rate is exceeded;
+
+then calls the servicer. Everything refused here is refused before any decoding into numpy or any store
+work, so it never changes stored state. Status codes come from the same table as the servicers'
+(:func:`ldp_aggregator.service.status_for`), so errors map to codes in one place. Health checking and
+reflection pass through untouched (they need no token). The guard also records per-RPC and rejection
+metrics (:mod:`ldp_aggregator.metrics`); it logs no client address, token or report content.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import grpc
+
+from ldp_aggregator.auth import Authenticator, PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.metrics import Metrics
+from ldp_aggregator.ratelimit import (
+    RETRY_AFTER_METADATA,
+    RateLimitedError,
+    RateLimiter,
+    RequestTooLargeError,
+)
+from ldp_aggregator.service import status_for
+from ldp_client._proto.ldp.v1 import reports_pb2
+from ldp_client.errors import LdpError
+
+__all__ = ["Guard", "MalformedMessageError"]
+
+log = logging.getLogger("ldp_aggregator")
+
+_GUARDED_PREFIX: Final = "/ldp."
+_ANONYMOUS: Final = "-anonymous-"  # rate-limit key of callers when authentication is off
+_SUBMIT_METHODS: Final = frozenset(
+    {"/ldp.v1.Collector/Submit", "/ldp.v1.Collector/SubmitStream", "/ldp.v1.Collector/SubmitReport"}
+)
+
+
+class MalformedMessageError(LdpError, ValueError):
+    """The request bytes are not a valid message of the RPC's type (gRPC INVALID_ARGUMENT)."""
+
+
+def _parse(deserialize: Callable[[bytes], Any] | None, raw: bytes, type_name: str) -> Any:
+    if deserialize is None:
+        return raw
+    try:
+        return deserialize(raw)
+    except Exception as exc:  # protobuf raises DecodeError (and, for invalid UTF-8, sometimes others)
+        raise MalformedMessageError(f"request is not a valid {type_name} message: {exc}") from None
+
+
+def _reports_in(request: object) -> int:
+    if isinstance(request, reports_pb2.ReportBatch):
+        return int(request.count)
+    if isinstance(request, reports_pb2.Report):
+        return 1
+    return 0
+
+
+def _candidates_in(request: object) -> int:
+    descriptor = getattr(request, "DESCRIPTOR", None)
+    if descriptor is None:
+        return 0
+    fields = descriptor.fields_by_name
+    if "candidates" in fields:
+        return len(request.candidates)  # type: ignore[attr-defined]
+    if "campaign" in fields and request.HasField("campaign"):  # type: ignore[attr-defined]
+        return len(request.campaign.candidates)  # type: ignore[attr-defined]
+    return 0
+
+
+def _reason(exc: BaseException, code: grpc.StatusCode) -> str:
+    """Label of ``ldp_reports_rejected_total`` for a refusal."""
+    if isinstance(exc, UnauthenticatedError):
+        return "unauthenticated"
+    if isinstance(exc, PermissionDeniedError):
+        return "permission_denied"
+    if isinstance(exc, RateLimitedError):
+        return "rate_limited"
+    if isinstance(exc, RequestTooLargeError):
+        return "too_large"
+    if isinstance(exc, MalformedMessageError):
+        return "malformed"
+    return _code_reason(code)
+
+
+def _code_reason(code: grpc.StatusCode | None) -> str:
+    if code is None:
+        return "unknown"
+    if code is grpc.StatusCode.FAILED_PRECONDITION:
+        return "campaign_closed"
+    return str(code.name).lower()
+
+
+def _short(method: str) -> str:
+    """``/ldp.v1.Collector/Submit`` -> ``Collector/Submit`` (metric label)."""
+    service, _, name = method.lstrip("/").partition("/")
+    return f"{service.rpartition('.')[2]}/{name}"
+
+
+if TYPE_CHECKING:
+    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+    _Handler = grpc.RpcMethodHandler[Any, Any]
+else:  # the runtime classes are not generic
+    _Interceptor = grpc.aio.ServerInterceptor
+    _Handler = grpc.RpcMethodHandler
+
+
+class Guard(_Interceptor):
+    """Authentication, authorization, rate and size limits, and message parsing for ``ldp.*`` RPCs.
+
+    Args:
+        authenticator: Valid tokens and the on/off state of authentication (shared with the server's
+            refresh task, which replaces its tokens).
+        limiter: Per-token buckets and size limits.
+        metrics: Where to count calls and refusals (None: not counted).
+    """
+
+    def __init__(self, authenticator: Authenticator, limiter: RateLimiter, metrics: Metrics | None) -> None:
+        self.authenticator = authenticator
+        self.limiter = limiter
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[_Handler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> _Handler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or not method.startswith(_GUARDED_PREFIX):
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, handler),
+                request_deserializer=None,  # raw bytes: parsed in _parse
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._stream(method, handler),
+                request_deserializer=None,
+                response_serializer=handler.response_serializer,
+            )
+        # Server-streaming RPCs (none yet in ldp.v1): the same admission, gRPC's own parsing.
+        return self._admission_only(method, handler)
+
+    # ------------------------------------------------------------------ checks
+
+    def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        """Token, role and request rate; returns the caller's rate-limit key."""
+        principal = self.authenticator.check(method, context.invocation_metadata())
+        key = _ANONYMOUS if principal is None else principal.token_id
+        self.limiter.admit_request(key)
+        return key
+
+    def _check_request(self, key: str, request: object, n_reports: int) -> None:
+        candidates = _candidates_in(request)
+        if candidates:
+            self.limiter.check_candidates(candidates)
+        if n_reports:
+            self.limiter.admit_reports(key, n_reports)
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext[Any, Any], method: str, exc: Exception, n_reports: int
+    ) -> None:
+        code = status_for(exc)
+        if code is grpc.StatusCode.INTERNAL:
+            log.exception("unexpected error checking a request")
+            message = "internal error (logged on the server)"
+        else:
+            message = str(exc)
+        self._count(method, code, _reason(exc, code), n_reports)
+        trailing: tuple[tuple[str, str], ...] = ()
+        if isinstance(exc, RateLimitedError):
+            trailing = ((RETRY_AFTER_METADATA, str(math.ceil((exc.retry_after_s or 0.0) * 1000))),)
+        await context.abort(code, message, trailing_metadata=trailing)
+
+    def _count(self, method: str, code: grpc.StatusCode | None, reason: str | None, n_reports: int) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        m.observe_rpc(_short(method), "UNKNOWN" if code is None else code.name)
+        if reason is not None and method in _SUBMIT_METHODS:
+            m.observe_rejected(reason, n_reports)
+
+    def _finished(
+        self, method: str, context: grpc.aio.ServicerContext[Any, Any], n_reports: int, failed: bool
+    ) -> None:
+        if self.metrics is None:
+            return
+        if not failed:
+            self._count(method, grpc.StatusCode.OK, None, 0)
+            return
+        code = context.code()
+        code = code if isinstance(code, grpc.StatusCode) else None
+        self._count(method, code, _code_reason(code), n_reports)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _unary(self, method: str, handler: _Handler) -> Callable[..., Awaitable[Any]]:
+        inner: Any = handler.unary_unary
+        deserialize = handler.request_deserializer
+        type_name = method.rpartition("/")[2] + " request"
+
+        async def behavior(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            n = 0
+            try:
+                key = self._admit(method, context)
+                request = _parse(deserialize, raw, type_name)
+                n = _reports_in(request)
+                self._check_request(key, request, n)
+            except Exception as exc:
+                await self._refuse(context, method, exc, n)
+                raise  # unreachable: abort raises
+            try:
+                response = await inner(request, context)
+            except BaseException:
+                self._finished(method, context, n, failed=True)
+                raise
+            self._finished(method, context, n, failed=False)
+            return response
+
+        return behavior
+
+    def _stream(self, method: str, handler: _Handler) -> Callable[..., Awaitable[Any]]:
+        inner: Any = handler.stream_unary
+        deserialize = handler.request_deserializer
+        type_name = method.rpartition("/")[2] + " request"
+
+        async def behavior(
+            raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
+        ) -> Any:
+            try:
+                key = self._admit(method, context)
+            except Exception as exc:
+                await self._refuse(context, method, exc, 0)
+                raise  # unreachable
+            current = [0]  # reports of the message being handled, for the rejection count
+
+            async def requests() -> AsyncIterator[Any]:
+                # Errors raised here surface inside the servicer's loop, which maps them to their status
+                # (the same table); every message before the bad one stays committed (stream semantics).
+                async for raw in raw_iterator:
+                    current[0] = 0
+                    request = _parse(deserialize, raw, type_name)
+                    n = _reports_in(request)
+                    current[0] = n
+                    try:
+                        self._check_request(key, request, n)
+                    except RateLimitedError as exc:
+                        ms = math.ceil((exc.retry_after_s or 0.0) * 1000)
+                        context.set_trailing_metadata(((RETRY_AFTER_METADATA, str(ms)),))
+                        raise
+                    yield request
+
+            try:
+                response = await inner(requests(), context)
+            except BaseException:
+                self._finished(method, context, current[0], failed=True)
+                raise
+            self._finished(method, context, 0, failed=False)
+            return response
+
+        return behavior
+
+    def _admission_only(self, method: str, handler: _Handler) -> _Handler:
+        async def gate(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            try:
+                self._admit(method, context)
+            except Exception as exc:
+                await self._refuse(context, method, exc, 0)
+                raise  # unreachable
+
+        def wrap(fn: Any) -> Callable[..., Any]:
+            if inspect.isasyncgenfunction(fn):
+
+                async def generator(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                    await gate(context)
+                    async for item in fn(request, context):
+                        yield item
+
+                return generator
+
+            async def coroutine(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                await gate(context)
+                return await fn(request, context)
+
+            return coroutine
+
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                wrap(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.stream_stream_rpc_method_handler(
+            wrap(handler.stream_stream),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

@@ -1,0 +1,309 @@
+"""Operating the aggregator (issue 7): health checking, reflection, Prometheus metrics on a loopback port,
+structured logs, closing and exporting campaigns."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from typer.testing import CliRunner
+
+from ldp_aggregator.accumulators import accumulator_from_bytes
+from ldp_aggregator.cli import app
+from ldp_aggregator.logs import JsonFormatter, TextFormatter, configure_logging, log_event
+from ldp_aggregator.server import BackgroundServer, ServerConfig
+from ldp_client import wire
+from ldp_client._proto.ldp.v1 import estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.rappor import encode_batch_rappor
+from ldp_client.params import GRRParams, RapporParams
+
+PARAMS = GRRParams.from_epsilon(["a", "b", "c", "d"], 2.0)
+runner = CliRunner()
+
+
+class Ops:
+    def __init__(self, server: BackgroundServer) -> None:
+        self.server = server
+        self.channel = grpc.insecure_channel(server.target)
+        self.analyst = services_pb2_grpc.AnalystStub(self.channel)
+        self.collector = services_pb2_grpc.CollectorStub(self.channel)
+
+    def scrape(self) -> str:
+        url = f"http://127.0.0.1:{self.server.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return str(resp.read().decode())
+
+    def create(
+        self, campaign_id: str = "c", params: object = PARAMS, candidates: tuple[str, ...] = ()
+    ) -> None:
+        msg = wire.campaign_to_proto(campaign_id=campaign_id, params=params, candidates=candidates)  # type: ignore[arg-type]
+        self.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), timeout=10)
+
+
+@pytest.fixture
+def ops(tmp_path: Path) -> Iterator[Ops]:
+    config = ServerConfig(db=tmp_path / "db.sqlite3", listen="127.0.0.1:0", metrics_port=0)
+    with BackgroundServer(config) as server:
+        o = Ops(server)
+        yield o
+        o.channel.close()
+
+
+def _batch(batch_id: str, values: list[int], campaign_id: str = "c") -> reports_pb2.ReportBatch:
+    return wire.batch_to_proto(
+        campaign_id=campaign_id, batch_id=batch_id, params=PARAMS, columns=np.array(values, dtype=np.int64)
+    )
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+-]+)$"
+    for match in re.finditer(pattern, text, flags=re.MULTILINE):
+        got = ",".join(sorted((match.group(1) or "").split(","))) if match.group(1) else ""
+        if got == want:
+            return float(match.group(2))
+    raise AssertionError(f"{name}{{{want}}} not in the scrape")
+
+
+def test_health_and_reflection(ops: Ops) -> None:
+    stub = health_pb2_grpc.HealthStub(ops.channel)
+    for service in ("", "ldp.v1.Collector", "ldp.v1.Analyst"):
+        resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING, service
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Check(health_pb2.HealthCheckRequest(service="nope"), timeout=10)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+    refl = reflection_pb2_grpc.ServerReflectionStub(ops.channel)
+    responses = list(
+        refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    )
+    names = {s.name for s in responses[0].list_services_response.service}
+    assert {"ldp.v1.Collector", "ldp.v1.Analyst", "grpc.health.v1.Health"} <= names
+    # The file descriptors are served too (grpcurl can describe the methods).
+    req = reflection_pb2.ServerReflectionRequest(file_containing_symbol="ldp.v1.Analyst")
+    (resp,) = list(refl.ServerReflectionInfo(iter([req])))
+    assert resp.file_descriptor_response.file_descriptor_proto
+
+
+def test_metrics_are_scraped_from_a_loopback_port(ops: Ops) -> None:
+    assert ops.server.metrics_port
+    ops.create()
+    ops.collector.Submit(_batch("b1", [0, 1, 2, 3, 0]), timeout=10)
+    ops.collector.Submit(_batch("b1", [0, 1, 2, 3, 0]), timeout=10)  # retry: duplicate
+    ops.collector.Submit(_batch("b2", [1] * 100), timeout=10)
+    with pytest.raises(grpc.RpcError):
+        bad = np.array([9, 9, 9], dtype="<u4").tobytes()  # out of the domain: 3 reports rejected
+        ops.collector.Submit(
+            reports_pb2.ReportBatch(campaign_id="c", batch_id="bad", count=3, grr_indices=bad), timeout=10
+        )
+    with pytest.raises(grpc.RpcError):
+        ops.collector.Submit(_batch("x", [0, 0], campaign_id="missing"), timeout=10)
+    raw = grpc.insecure_channel(ops.server.target)
+    with raw:
+        call = raw.unary_unary("/ldp.v1.Collector/Submit")
+        with pytest.raises(grpc.RpcError) as info:
+            call(b"\xff\xff\xff", timeout=10)  # not a protobuf message
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    text = ops.scrape()
+    assert _metric(text, "ldp_reports_accepted_total") == 105
+    assert _metric(text, "ldp_batches_total", duplicate="false") == 2
+    assert _metric(text, "ldp_batches_total", duplicate="true") == 1
+    assert _metric(text, "ldp_reports_rejected_total", reason="invalid_argument") == 3
+    assert _metric(text, "ldp_reports_rejected_total", reason="not_found") == 2
+    assert _metric(text, "ldp_reports_rejected_total", reason="malformed") == 0
+    assert _metric(text, "ldp_commit_latency_seconds_count") == 3
+    assert _metric(text, "ldp_batch_size_count") == 2 and _metric(text, "ldp_batch_size_sum") == 105
+    assert _metric(text, "ldp_batch_size_bucket", le="10.0") == 1
+    assert _metric(text, "ldp_rpcs_total", method="Collector/Submit", code="OK") == 3
+    assert _metric(text, "ldp_rpcs_total", method="Collector/Submit", code="INVALID_ARGUMENT") == 2
+    assert _metric(text, "ldp_store_commits_total") >= 3
+    assert _metric(text, "ldp_auth_required") == 0
+    # Bound to loopback only: the metrics server's socket listens on 127.0.0.1.
+    assert ops.server.metrics is not None
+    http = ops.server.metrics._http
+    assert http is not None and http[0].server_address[0] == "127.0.0.1"  # type: ignore[attr-defined]
+
+
+def test_structured_json_logs(ops: Ops) -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("ldp_aggregator")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        ops.create("logged")
+        ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="logged"), timeout=10)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    created = next(e for e in events if e["event"] == "campaign_created")
+    assert created["campaign"] == "logged" and created["mechanism"] == "grr" and created["level"] == "info"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", created["ts"])
+    assert any(e["event"] == "campaign_closed" and e["campaign"] == "logged" for e in events)
+
+
+def test_log_formatters_and_configuration() -> None:
+    log = logging.getLogger("ldp_aggregator.test")
+    record = log.makeRecord(log.name, logging.WARNING, __file__, 1, "disk_full", (), None)
+    record.ldp_fields = {"campaign": "c", "n": 3, "ratio": float("inf")}
+    doc = json.loads(JsonFormatter().format(record))
+    assert (
+        doc["event"] == "disk_full" and doc["n"] == 3 and doc["ratio"] == "inf" and doc["level"] == "warning"
+    )
+    assert TextFormatter().format(record).endswith("disk_full campaign=c n=3 ratio=inf")
+    try:
+        raise OSError("no space")
+    except OSError:
+        import sys
+
+        rec = log.makeRecord(log.name, logging.ERROR, __file__, 1, "boom", (), sys.exc_info())
+    assert json.loads(JsonFormatter().format(rec))["error"] == "OSError: no space"
+    with pytest.raises(InvalidParameterError, match="log_format"):
+        configure_logging("xml")
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("json", "DEBUG")
+        assert isinstance(root.handlers[0].formatter, JsonFormatter)
+        log_event(log, "configured", level=logging.DEBUG)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+
+
+def test_close_campaign_stops_new_reports_but_answers_retries(ops: Ops) -> None:
+    ops.create()
+    ops.collector.Submit(_batch("before", [0, 1]), timeout=10)
+    closed = ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="c"), timeout=10)
+    assert closed.closed and closed.id == "c"
+    with pytest.raises(grpc.RpcError) as info:
+        ops.collector.Submit(_batch("after", [0, 1]), timeout=10)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "closed" in (
+        info.value.details() or ""
+    )
+    report = wire.report_to_proto(campaign_id="c", report_id="r1", params=PARAMS, report=1)
+    with pytest.raises(grpc.RpcError) as info:
+        ops.collector.SubmitReport(report, timeout=10)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert ops.collector.Submit(_batch("before", [0, 1]), timeout=10).duplicate  # a retry still succeeds
+    assert ops.collector.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="c"), timeout=10).closed
+    # Idempotent, and NOT_FOUND for an unknown campaign.
+    assert ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="c"), timeout=10).closed
+    with pytest.raises(grpc.RpcError) as info:
+        ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="zz"), timeout=10)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    est = ops.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="c"), timeout=10)
+    assert est.n_reports == 2
+    # The CLI command.
+    ops.create("d")
+    result = runner.invoke(app, ["campaign", "close", "d", "--server", ops.server.target])
+    assert result.exit_code == 0 and "[closed]" in result.output, result.output
+
+
+def test_export_campaign_rpc_and_cli(ops: Ops) -> None:
+    ops.create()
+    values = [0] * 50 + [1] * 30 + [2] * 15 + [3] * 5
+    ops.collector.Submit(_batch("b1", values[:60]), timeout=10)
+    ops.collector.Submit(_batch("b2", values[60:]), timeout=10)
+    resp = ops.analyst.ExportCampaign(services_pb2.ExportCampaignRequest(campaign_id="c"), timeout=10)
+    assert resp.n_reports == 100 and resp.n_batches == 2 and resp.campaign.id == "c"
+    acc = accumulator_from_bytes(resp.accumulator)
+    assert acc.counts.tolist() == [50, 30, 15, 5]  # type: ignore[union-attr]
+    est = ops.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="c"), timeout=10)
+    assert resp.estimate == est
+
+    result = runner.invoke(app, ["campaign", "export", "c", "--json", "--server", ops.server.target])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["format"] == "ldp-export/1" and doc["n_reports"] == 100 and doc["n_batches"] == 2
+    assert doc["accumulator"]["type"] == "CountAccumulator"
+    assert doc["accumulator"]["arrays"]["counts"] == {"shape": [4], "data": [50, 30, 15, 5]}
+    assert base64.b64decode(doc["accumulator"]["bytes_base64"]) == resp.accumulator
+    assert doc["campaign"]["id"] == "c" and "grr" in doc["campaign"]
+    assert [it["label"] for it in doc["estimate"]["items"]] == ["a", "b", "c", "d"]
+    # The same export from the database file, while the server runs.
+    result = runner.invoke(app, ["campaign", "export", "c", "--json", "--db", str(ops.server.config.db)])
+    assert result.exit_code == 0, result.output
+    offline = json.loads(result.output)
+    assert offline["accumulator"] == doc["accumulator"] and offline["estimate"] == doc["estimate"]
+    result = runner.invoke(app, ["campaign", "export", "c", "--server", ops.server.target])
+    assert result.exit_code == 0 and "CountAccumulator" in result.output and "100 reports" in result.output
+    result = runner.invoke(app, ["campaign", "export", "zz", "--server", ops.server.target])
+    assert result.exit_code == 2 and "NOT_FOUND" in result.output
+
+
+def test_export_rappor_bit_counts(ops: Ops) -> None:
+    params = RapporParams(k=16, h=2, m=4)
+    ops.create("w", params, candidates=("x", "y"))
+    rng = np.random.default_rng(3)
+    cohorts, bits = encode_batch_rappor(
+        params, campaign_id="w", values=rng.integers(0, 2, 400), labels=["x", "y"], rng=rng
+    )
+    ops.collector.Submit(
+        wire.batch_to_proto(campaign_id="w", batch_id="b", params=params, columns=(cohorts, bits)), timeout=10
+    )
+    result = runner.invoke(app, ["campaign", "export", "w", "--json", "--server", ops.server.target])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    arrays = doc["accumulator"]["arrays"]
+    assert arrays["cohort_reports"]["shape"] == [4] and sum(arrays["cohort_reports"]["data"]) == 400
+    assert arrays["ones"]["shape"] == [4, 16]
+    assert [it["label"] for it in doc["estimate"]["items"]] == ["x", "y"]
+    assert doc["estimate"]["rappor_bits"]["m"] == 4
+
+
+def test_serve_command_with_a_settings_file(tmp_path: Path) -> None:
+    """``ldp-aggregator serve --config``: settings from the file, options on top, JSON logs on stderr,
+    metrics on the loopback port, SIGTERM exits 0."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    cfg = tmp_path / "ldp.toml"
+    cfg.write_text(f'db = "data/ldp.sqlite3"\nmetrics_port = {metrics_port}\n[log]\nformat = "json"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ldp_aggregator", "serve", "--config", str(cfg), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith("ready on port"), line
+        assert (tmp_path / "data" / "ldp.sqlite3").is_file()  # relative to the settings file
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+            assert b"ldp_reports_accepted_total" in resp.read()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        err = proc.stderr.read() if proc.stderr is not None else ""
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert code == 0
+    events = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
+    names = [e["event"] for e in events]
+    assert "server_started" in names and "stopped" in names
+    started = events[names.index("server_started")]
+    assert started["metrics_port"] == metrics_port and started["auth"] == "off"
