@@ -73,15 +73,17 @@ def bernoulli_rows_dense(threshold: int, n: int, d: int, rng: np.random.Generato
     t1 = np.uint8(threshold >> 24)
     rest = threshold & (_U24 - 1)
     rows = max(1, _DENSE_CHUNK_BYTES // d)
+    scratch = np.empty((min(rows, n), d), dtype=np.bool_)
     for start in range(0, n, rows):
         r = min(rows, n - start)
         nkeys = r * d
         keys = raw_words(rng, (nkeys + 7) // 8).view(np.uint8)[:nkeys].reshape(r, d)
-        block = np.packbits(keys < t1, axis=1, bitorder="little")
+        flags = scratch[:r]
+        block = np.packbits(np.less(keys, t1, out=flags), axis=1, bitorder="little")
         if rest:
             # Ties (key == t1, 1/256 of the bits) are located through their packed bytes: a pass over
             # n d / 8 bytes instead of a nonzero() over n d booleans.
-            tie_rows = np.packbits(keys == t1, axis=1, bitorder="little")
+            tie_rows = np.packbits(np.equal(keys, t1, out=flags), axis=1, bitorder="little")
             where = np.flatnonzero(tie_rows)
             if where.size:
                 tie_bits = np.unpackbits(tie_rows.reshape(-1)[where][:, None], axis=1, bitorder="little")
@@ -169,5 +171,5 @@ def set_bit(rows: NDArray[np.uint8], index: NDArray[np.int64], value: NDArray[np
     r = np.arange(rows.shape[0])
     byte = index >> 3
     mask = np.left_shift(1, index & 7).astype(np.uint8)
-    rows[r, byte] &= ~mask
-    rows[r, byte] |= mask * np.asarray(value, dtype=np.uint8)
+    # One gather and one scatter (each row touches one byte).
+    rows[r, byte] = (rows[r, byte] & ~mask) | (mask * np.asarray(value, dtype=np.uint8))
