@@ -27,6 +27,7 @@ __all__ = [
     "place_uniform_ones",
     "raw_words",
     "set_bit",
+    "top_digit_words",
 ]
 
 # Random key bytes per chunk of the dense sampler (4 MiB: cache-friendly, measured fastest).
@@ -57,11 +58,35 @@ def as_index_array(indices: ArrayLike, size: int, field: str = "indices") -> NDA
     return arr.astype(np.int64, copy=False)
 
 
-def bernoulli_rows_dense(threshold: int, n: int, d: int, rng: np.random.Generator) -> NDArray[np.uint8]:
-    """(n, ceil(d/8)) packed rows of independent Bernoulli(threshold / 2**32) bits, one key byte per bit.
+def top_digit_words(t1: int, words: NDArray[np.uint64]) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    """Bits decided by the top 8 binary digits of a threshold, 64 positions per word.
 
-    With T = t1 2**24 + r: a bit is 1 if its uniform key byte is < t1, and on a tie (key == t1) iff a
-    fresh uniform 24-bit word is < r; so P(1) = t1/256 + r/2**32 = T/2**32 exactly.
+    With t1 = 0.b1...b8 (binary, b1 the most significant) and uniform random words x_1..x_8
+    (``words[i - 1]``), the expansion trick of :mod:`ldp_client._prob` gives r_i = x_i OR r_{i+1} if
+    b_i = 1, else x_i AND r_{i+1}, so P(r_1 = 1) = t1/256 + P(r_9 = 1)/256. Returns ``base`` (r_1 with
+    r_9 = 0) and ``tie``, the positions where every level passed r_{i+1} through unchanged (x_i = 0 under
+    an OR, 1 under an AND): r_1 = base | (tie & r_9), and a position ties with probability exactly 2**-8.
+    """
+    base = np.zeros(words.shape[1:], dtype=np.uint64)
+    tie = np.full(words.shape[1:], np.uint64(0xFFFFFFFFFFFFFFFF), dtype=np.uint64)
+    for i in range(8, 0, -1):
+        x = words[i - 1]
+        if (t1 >> (8 - i)) & 1:
+            np.bitwise_or(base, x, out=base)
+            np.bitwise_and(tie, ~x, out=tie)
+        else:
+            np.bitwise_and(base, x, out=base)
+            np.bitwise_and(tie, x, out=tie)
+    return base, tie
+
+
+def bernoulli_rows_dense(threshold: int, n: int, d: int, rng: np.random.Generator) -> NDArray[np.uint8]:
+    """(n, ceil(d/8)) packed rows of independent Bernoulli(threshold / 2**32) bits: 8 random bits per bit.
+
+    With T = t1 2**24 + r, the top 8 digits (t1) are sampled with word-wide bit operations
+    (:func:`top_digit_words`); at the 1/256 of positions where they leave the outcome open, a fresh
+    uniform 24-bit word decides (1 iff < r). So P(1) = t1/256 + r/2**32 = T/2**32 exactly, for the cost
+    of one random byte per bit and a few 64-bit operations per 64 bits.
     """
     nb = (d + 7) // 8
     out = np.empty((n, nb), dtype=np.uint8)
@@ -70,30 +95,30 @@ def bernoulli_rows_dense(threshold: int, n: int, d: int, rng: np.random.Generato
         if d % 8:
             out[:, -1] = (1 << (d % 8)) - 1
         return out
-    t1 = np.uint8(threshold >> 24)
+    t1 = threshold >> 24
     rest = threshold & (_U24 - 1)
-    rows = max(1, _DENSE_CHUNK_BYTES // d)
-    scratch = np.empty((min(rows, n), d), dtype=np.bool_)
+    wpr = (nb + 7) // 8  # 64-bit words per row
+    rows = max(1, _DENSE_CHUNK_BYTES // (64 * wpr))
     for start in range(0, n, rows):
         r = min(rows, n - start)
-        nkeys = r * d
-        keys = raw_words(rng, (nkeys + 7) // 8).view(np.uint8)[:nkeys].reshape(r, d)
-        flags = scratch[:r]
-        block = np.packbits(np.less(keys, t1, out=flags), axis=1, bitorder="little")
+        words = raw_words(rng, 8 * r * wpr).reshape(8, r * wpr)
+        base, tie = top_digit_words(t1, words)
         if rest:
-            # Ties (key == t1, 1/256 of the bits) are located through their packed bytes: a pass over
-            # n d / 8 bytes instead of a nonzero() over n d booleans.
-            tie_rows = np.packbits(np.equal(keys, t1, out=flags), axis=1, bitorder="little")
-            where = np.flatnonzero(tie_rows)
+            # Ties are located through their nonzero bytes: a pass over n d / 8 bytes.
+            tie_bytes = tie.view(np.uint8)
+            where = np.flatnonzero(tie_bytes)
             if where.size:
-                tie_bits = np.unpackbits(tie_rows.reshape(-1)[where][:, None], axis=1, bitorder="little")
+                tie_bits = np.unpackbits(tie_bytes[where][:, None], axis=1, bitorder="little")
                 byte_idx, bit_idx = np.nonzero(tie_bits)
                 win = rng.integers(0, _U24, size=byte_idx.size, dtype=np.uint32) < np.uint32(rest)
-                flat = block.reshape(-1)
-                hit = where[byte_idx[win]]
                 # A byte can hold several winning ties: accumulate their bits with an unbuffered OR.
-                np.bitwise_or.at(flat, hit, np.left_shift(1, bit_idx[win]).astype(np.uint8))
+                np.bitwise_or.at(
+                    base.view(np.uint8), where[byte_idx[win]], np.left_shift(1, bit_idx[win]).astype(np.uint8)
+                )
+        block = base.view(np.uint8).reshape(r, wpr * 8)[:, :nb]
         out[start : start + r] = block
+        if d % 8:
+            out[start : start + r, -1] &= (1 << (d % 8)) - 1
     return out
 
 
