@@ -23,6 +23,7 @@ often it rejects at ``alpha`` (its size when lambda = 0, its power otherwise).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -203,6 +204,36 @@ def _truth_table(
     return np.asarray(out / counts.sum(), dtype=np.float64)
 
 
+def _canonical_order(
+    res: AssociationResult, cands: tuple[tuple[str, ...], tuple[str, ...]]
+) -> AssociationResult:
+    """The result with string-RAPPOR values in dictionary order (``<other>`` last), so that repeats, whose
+    kept candidates come ranked by their marginal estimates, line up cell by cell."""
+
+    def order(labels: tuple[str, ...], dictionary: tuple[str, ...]) -> NDArray[np.intp]:
+        if not dictionary:
+            return np.arange(len(labels), dtype=np.intp)
+        rank = {lab: i for i, lab in enumerate(dictionary)}
+        return np.array(
+            sorted(range(len(labels)), key=lambda i: rank.get(labels[i], len(dictionary))), dtype=np.intp
+        )
+
+    r, c = order(res.row_labels, cands[0]), order(res.col_labels, cands[1])
+    return dataclasses.replace(
+        res,
+        row_labels=tuple(res.row_labels[i] for i in r),
+        col_labels=tuple(res.col_labels[j] for j in c),
+        joint=res.joint[np.ix_(r, c)],
+        joint_se=res.joint_se[np.ix_(r, c)],
+        joint_low=res.joint_low[np.ix_(r, c)],
+        joint_high=res.joint_high[np.ix_(r, c)],
+        first=res.first[r],
+        first_se=res.first_se[r],
+        second=res.second[c],
+        second_se=res.second_se[c],
+    )
+
+
 def simulate_association(cfg: AssociationConfig) -> AssociationSimResult:
     """Run ``cfg.repeats`` paired campaigns and compare the association estimates with the truth.
 
@@ -216,10 +247,11 @@ def simulate_association(cfg: AssociationConfig) -> AssociationSimResult:
         _labels(params.first, cfg.first_population, cfg.first_domain),
         _labels(params.second, cfg.second_population, cfg.second_domain),
     )
-    cands = tuple(
-        lab + tuple(f"ldp-sim-extra-{side}-{i}" for i in range(cfg.extra_candidates)) if lab else ()
-        for side, lab in zip(("first", "second"), labels, strict=True)
-    )
+
+    def dictionary(side: str, lab: tuple[str, ...]) -> tuple[str, ...]:
+        return lab + tuple(f"ldp-sim-extra-{side}-{i}" for i in range(cfg.extra_candidates)) if lab else ()
+
+    cands = (dictionary("first", labels[0]), dictionary("second", labels[1]))
     seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.repeats)
     z = normal_quantile(cfg.confidence)
     truths: list[NDArray[np.float64]] = []
@@ -228,6 +260,8 @@ def simulate_association(cfg: AssociationConfig) -> AssociationSimResult:
     covs: list[NDArray[np.bool_]] = []
     pvals: list[float] = []
     res: AssociationResult | None = None
+    row_labels: tuple[str, ...] = ()
+    col_labels: tuple[str, ...] = ()
     for r, seed in enumerate(seeds):
         rng = np.random.default_rng(seed)
         cid = f"{cfg.campaign_id}-r{r}"
@@ -261,13 +295,15 @@ def simulate_association(cfg: AssociationConfig) -> AssociationSimResult:
             confidence=cfg.confidence,
             max_values=cfg.max_values,
         )
+        res = _canonical_order(res, cands)
         truth = _truth_table(counts, res, labels)
-        if ests and truth.shape != ests[0].shape:
+        if truths and (res.row_labels, res.col_labels) != (row_labels, col_labels):
             raise InvalidParameterError(
                 "max_values",
                 cfg.max_values,
-                "a number of kept candidates that is the same in every repeat (raise it to keep them all)",
+                "a number of kept candidates that keeps the same candidates in every repeat (raise it)",
             )
+        row_labels, col_labels = res.row_labels, res.col_labels
         truths.append(truth)
         ests.append(res.joint)
         ses.append(res.joint_se)
