@@ -10,6 +10,7 @@ SubmitReport calls/s, and the server's resident memory over the run (to show it 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import re
 import subprocess
@@ -72,33 +73,29 @@ def _batch_client(
 
 
 def _single_client(target: str, worker: int, seconds: float, inflight: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    """Device-like callers: each thread encodes one report per call and waits for its commit."""
-    sent = 0
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
+    """Device-like callers: ``inflight`` concurrent callers (asyncio tasks on one grpc.aio channel), each
+    encoding one report per call with the CSPRNG encoder and waiting for its commit before the next."""
 
-    def loop(t: int) -> None:
-        nonlocal sent
-        enc = RapporEncoder(PARAMS, campaign_id="single", secret=bytes([worker, t]) * 16)
-        i = 0
-        with grpc.insecure_channel(target) as ch:
+    async def run() -> int:
+        stop_at = time.monotonic() + seconds
+        async with grpc.aio.insecure_channel(target) as ch:
             stub = services_pb2_grpc.CollectorStub(ch)
-            while time.monotonic() < stop_at:
-                rep = enc.encode(LABELS[i % len(LABELS)])
-                msg = wire.report_to_proto(
-                    campaign_id="single", report_id=f"w{worker}-t{t}-{i}", params=PARAMS, report=rep
-                )
-                stub.SubmitReport(msg, timeout=60)
-                i += 1
-        with lock:
-            sent += i
 
-    threads = [threading.Thread(target=loop, args=(t,)) for t in range(inflight)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    out.put(sent)
+            async def caller(t: int) -> int:
+                enc = RapporEncoder(PARAMS, campaign_id="single", secret=bytes([worker, t]) * 16)
+                i = 0
+                while time.monotonic() < stop_at:
+                    rep = enc.encode(LABELS[i % len(LABELS)])
+                    msg = wire.report_to_proto(
+                        campaign_id="single", report_id=f"w{worker}-t{t}-{i}", params=PARAMS, report=rep
+                    )
+                    await stub.SubmitReport(msg, timeout=60)
+                    i += 1
+                return i
+
+            return sum(await asyncio.gather(*(caller(t) for t in range(inflight))))
+
+    out.put(asyncio.run(run()))
 
 
 def main() -> None:

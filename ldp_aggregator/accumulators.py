@@ -288,6 +288,10 @@ class CountAccumulator:
         return cls(_payload_int64(payload, size))
 
 
+# Batches up to this size are added row by row (np.add.at) instead of through an (m, k) partial sum.
+_SMALL_BATCH = 16
+
+
 class BitCountAccumulator:
     """Per cohort j: ``cohort_reports[j]`` reports, of which ``ones[j, i]`` set report bit i.
 
@@ -405,6 +409,20 @@ class BitCountAccumulator:
         if n == 0:
             return
         b = np.ascontiguousarray(b)
+        if n <= _SMALL_BATCH:
+            # Single reports and tiny batches: add the unpacked rows in place. Building an (m, k)
+            # partial sum (and sorting by cohort) would cost more than the rows themselves.
+            rows = np.unpackbits(b, axis=1, count=self.k, bitorder="little")
+            if coh is None:
+                self.ones[0] += rows.sum(axis=0, dtype=np.int64)
+                self.cohort_reports[0] += n
+            elif n == 1:  # the single-report RPC: plain indexing, no ufunc.at machinery
+                self.ones[coh[0]] += rows[0]
+                self.cohort_reports[coh[0]] += 1
+            else:
+                np.add.at(self.ones, coh, rows)
+                np.add.at(self.cohort_reports, coh, 1)
+            return
         table_size = m * nb * 256
         # The byte table costs O(table) to set up and O(n * ceil(k/8)) per batch; unpacking costs
         # O(n * k). So the table only pays off once n * k exceeds its size (n > 32 m): large simulation
