@@ -9,7 +9,6 @@ Campaign and estimate commands talk to a running server over gRPC (``--server HO
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import tomllib
@@ -25,7 +24,7 @@ from rich.table import Table
 from ldp_aggregator.analysis import estimate_to_dict, estimate_to_proto
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.logs import configure_logging
-from ldp_aggregator.server import DEFAULT_LISTEN, serve
+from ldp_aggregator.server import DEFAULT_LISTEN, run_server
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, estimates_pb2, services_pb2, services_pb2_grpc
 from ldp_client.errors import LdpError
@@ -184,7 +183,7 @@ def serve_cmd(
     try:
         settings = load_settings(config, overrides)
         configure_logging(settings.log_format, settings.log_level.upper())
-        asyncio.run(serve(settings.server, on_ready=lambda port: print(f"ready on port {port}", flush=True)))
+        run_server(settings.server, on_ready=lambda port: print(f"ready on port {port}", flush=True))
     except LdpError as exc:
         raise _fail(str(exc)) from None
 
