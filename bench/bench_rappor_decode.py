@@ -89,7 +89,14 @@ def candidates(kind: str) -> tuple[str, ...]:
 
 
 def run_case(
-    dist: str, k: int, privacy: str, kind: str, repeats: int, correction: str, min_intervals: int = 0
+    dist: str,
+    k: int,
+    privacy: str,
+    kind: str,
+    repeats: int,
+    correction: str,
+    min_intervals: int = 0,
+    alpha: float = 0.05,
 ) -> dict[str, float]:
     p, q, f = PRIVACY[privacy]
     params = RapporParams(k=k, h=2, m=128, f=f, p=p, q=q)
@@ -116,6 +123,7 @@ def run_case(
             cohort_reports=reports,
             ones=ones,
             correction=correction,
+            alpha=alpha,
         )
         rows["sec"].append(time.perf_counter() - t0)
         truth_of = dict(zip(LABELS, counts.tolist(), strict=True))
@@ -155,7 +163,7 @@ def accuracy(args: argparse.Namespace) -> None:
     )
     print(
         f"N={N:,}, h=2, m=128, at least {args.repeats} repeat(s) per case (up to {_MAX_REPEATS} until "
-        f"{args.min_intervals} detected intervals), correction={args.correction}"
+        f"{args.min_intervals} detected intervals), correction={args.correction}, alpha={args.alpha}"
     )
     print(header)
     t_all = time.perf_counter()
@@ -163,7 +171,9 @@ def accuracy(args: argparse.Namespace) -> None:
         for dist in dists:
             for k in ks:
                 for kind in kinds:
-                    m = run_case(dist, k, privacy, kind, args.repeats, args.correction, args.min_intervals)
+                    m = run_case(
+                        dist, k, privacy, kind, args.repeats, args.correction, args.min_intervals, args.alpha
+                    )
                     results.append({"privacy": privacy, "dist": dist, "k": k, "candidates": kind, **m})
                     print(
                         f"{privacy:7s} {dist:7s} {k:>3d} {kind:10s} {m['tv']:6.3f} {m['tv_all']:6.3f} "
@@ -256,6 +266,9 @@ def main() -> None:
     a.add_argument("--kinds", default="exact,extra20,missing10,extra10x")
     a.add_argument("--repeats", type=int, default=3)
     a.add_argument("--correction", default="bonferroni", choices=("bonferroni", "bh"))
+    a.add_argument(
+        "--alpha", type=float, default=0.05, help="family-wise error (Bonferroni) or FDR (BH) level"
+    )
     a.add_argument("--min-intervals", type=int, default=200)
     a.add_argument("--json", default=None)
     s = sub.add_parser("scale")
