@@ -5,6 +5,8 @@ Run:
         [--dists unif,exp,gauss,zipf1,zipf1.5] [--correction bonferroni|bh] [--json FILE]
     .venv/bin/python bench/bench_rappor_decode.py scale [--candidates 10000,100000]
     .venv/bin/python bench/bench_rappor_decode.py oracle          # the exp target case, support known
+    .venv/bin/python bench/bench_rappor_decode.py bound           # Bayes-oracle bound on its TV
+    .venv/bin/python bench/bench_rappor_decode.py accuracy --decoder reference   # the reference's algorithm
 
 **Accuracy** (``ldp_aggregator.rappor_decode.decode_rappor_counts``, the decoder Analyst.DecodeRappor runs),
 cases as in google/rappor ``tests/regtest_spec.py``: 100 true values v1..v100 with the distributions of
@@ -33,6 +35,13 @@ large selected set) from 1,000 zipf(1.1) strings, dictionaries of 10,000 and 100
 true ones first). Each size runs in a fresh process, which reports its
 wall time of the decode (design hashing included) and its peak RSS.
 
+**Bound** (``bound``): the total variation a Bayes oracle reaches on the exp / extra20 / eps1 case from
+estimates with this decoder's standard errors (docstring of :func:`bound`): no exchangeable estimator
+does better in expectation.
+
+**Reference** (``--decoder reference``): the reference decoder's algorithm re-implemented
+(``reference_style.py``) on the same bit counts, for a like-for-like comparison.
+
 **Oracle**: the exp / extra20 case decoded with the true support only (NNLS refit, report z > 2), a
 reference for what the bit counts allow whatever the selection.
 """
@@ -50,6 +59,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from reference_style import decode_reference_style
 
 from ldp_aggregator.rappor_decode import decode_rappor_counts
 from ldp_client.params import RapporParams
@@ -97,6 +107,8 @@ def run_case(
     correction: str,
     min_intervals: int = 0,
     alpha: float = 0.05,
+    selection_z: float | None = None,
+    decoder: str = "ours",
 ) -> dict[str, float]:
     p, q, f = PRIVACY[privacy]
     params = RapporParams(k=k, h=2, m=128, f=f, p=p, q=q)
@@ -107,6 +119,7 @@ def run_case(
     cov_det = [0, 0]
     cov_true = [0, 0]
     r = 0
+    cap_violations = 0
     # At least ``repeats`` repeats, more (up to 20) until min_intervals detected intervals are pooled, so
     # a case's coverage is measured to about +/- 3 percentage points whatever its number of detections.
     while r < repeats or (cov_det[1] < min_intervals and r < _MAX_REPEATS):
@@ -116,28 +129,45 @@ def run_case(
             params, campaign_id=cid, labels=LABELS, true_counts=counts, rng=rng
         )
         t0 = time.perf_counter()
-        res = decode_rappor_counts(
-            params,
-            campaign_id=cid,
-            candidates=cands,
-            cohort_reports=reports,
-            ones=ones,
-            correction=correction,
-            alpha=alpha,
-        )
+        if decoder == "reference":
+            ref = decode_reference_style(
+                params,
+                campaign_id=cid,
+                candidates=cands,
+                cohort_reports=reports,
+                ones=ones,
+                rng=np.random.default_rng([r, 5]),  # its own stream: the same bit counts as for ours
+            )
+            if ref is None:
+                return {}
+            cap_violations += ref.cap_violations
+            prop_all, det, ci_low, ci_high = ref.proportion, ref.detected, ref.ci_low, ref.ci_high
+            alloc = float(ref.proportion.sum())
+        else:
+            res = decode_rappor_counts(
+                params,
+                campaign_id=cid,
+                candidates=cands,
+                cohort_reports=reports,
+                ones=ones,
+                correction=correction,
+                alpha=alpha,
+                selection_z=selection_z,
+            )
+            prop_all, det, ci_low, ci_high = res.proportion, res.detected, res.ci_low, res.ci_high
+            alloc = res.allocated_mass
         rows["sec"].append(time.perf_counter() - t0)
         truth_of = dict(zip(LABELS, counts.tolist(), strict=True))
         truth = np.array([truth_of.get(c, 0) for c in cands], dtype=float)
         missing_mass = sum(c for v, c in truth_of.items() if v not in cand_set) / N
-        det = res.detected
-        rows["tv"].append(0.5 * (np.abs(np.where(det, res.proportion, 0.0) - truth / N).sum() + missing_mass))
-        rows["tv_all"].append(0.5 * (np.abs(res.proportion - truth / N).sum() + missing_mass))
+        rows["tv"].append(0.5 * (np.abs(np.where(det, prop_all, 0.0) - truth / N).sum() + missing_mass))
+        rows["tv_all"].append(0.5 * (np.abs(prop_all - truth / N).sum() + missing_mass))
         rows["fp"].append(float((det & (truth == 0)).sum()))
         held = sum(1 for v, c in truth_of.items() if c > 0)
         rows["fn"].append(float(held - (det & (truth > 0)).sum()))
-        rows["alloc"].append(res.allocated_mass)
-        rows["rmse"].append(math.sqrt(float(np.mean((res.proportion - truth / N) ** 2))))
-        hit = (res.ci_low <= truth) & (truth <= res.ci_high)
+        rows["alloc"].append(alloc)
+        rows["rmse"].append(math.sqrt(float(np.mean((prop_all - truth / N) ** 2))))
+        hit = (ci_low <= truth) & (truth <= ci_high)
         cov_det[0] += int(hit[det].sum())
         cov_det[1] += int(det.sum())
         cov_true[0] += int(hit[truth > 0].sum())
@@ -148,6 +178,7 @@ def run_case(
     out["n_det"] = cov_det[1] / r
     out["repeats"] = r
     out["cov_true"] = cov_true[0] / cov_true[1] if cov_true[1] else float("nan")
+    out["cap_violations"] = cap_violations
     return out
 
 
@@ -163,7 +194,8 @@ def accuracy(args: argparse.Namespace) -> None:
     )
     print(
         f"N={N:,}, h=2, m=128, at least {args.repeats} repeat(s) per case (up to {_MAX_REPEATS} until "
-        f"{args.min_intervals} detected intervals), correction={args.correction}, alpha={args.alpha}"
+        f"{args.min_intervals} detected intervals), correction={args.correction}, alpha={args.alpha}, "
+        f"decoder={args.decoder}"
     )
     print(header)
     t_all = time.perf_counter()
@@ -172,8 +204,20 @@ def accuracy(args: argparse.Namespace) -> None:
             for k in ks:
                 for kind in kinds:
                     m = run_case(
-                        dist, k, privacy, kind, args.repeats, args.correction, args.min_intervals, args.alpha
+                        dist,
+                        k,
+                        privacy,
+                        kind,
+                        args.repeats,
+                        args.correction,
+                        args.min_intervals,
+                        args.alpha,
+                        args.selection_z,
+                        args.decoder,
                     )
+                    if not m:
+                        print(f"{privacy:7s} {dist:7s} {k:>3d} {kind:10s} n/a (reference's LASSO branch)")
+                        continue
                     results.append({"privacy": privacy, "dist": dist, "k": k, "candidates": kind, **m})
                     print(
                         f"{privacy:7s} {dist:7s} {k:>3d} {kind:10s} {m['tv']:6.3f} {m['tv_all']:6.3f} "
@@ -183,6 +227,8 @@ def accuracy(args: argparse.Namespace) -> None:
                         flush=True,
                     )
     print(f"total {time.perf_counter() - t_all:.0f} s")
+    if args.decoder == "reference":
+        print(f"fits violating the reference's per-bit caps: {sum(r['cap_violations'] for r in results)}")
     cov = [r["cov_det"] for r in results if not math.isnan(r["cov_det"])]
     print(f"coverage of detected strings: min {min(cov):.3f}, mean {np.mean(cov):.3f} over {len(cov)} cases")
     for r in results:
@@ -257,6 +303,50 @@ def oracle(_: argparse.Namespace) -> None:
         print(f"oracle (true support, NNLS, report z > 2) exp/extra20/eps1 k={k}: TV {np.mean(tvs):.3f}")
 
 
+def bound(_: argparse.Namespace) -> None:
+    """A lower bound on the total variation of the exp / extra20 / eps1 case for any per-candidate rule.
+
+    Each candidate's estimate is modelled as its true proportion plus independent N(0, s^2) noise, with s
+    the standard error this decoder reports for the 20 largest true values at that k (measured on 5
+    decodes). The Bayes rule for the L1 loss given the *true* multiset of proportions as prior (the 90
+    present values and 20 zeros, i.e. an oracle that knows everything but which candidate holds which
+    value) is the posterior median; its expected total variation (missing strings counted) bounds what any
+    estimator that treats the candidates exchangeably can reach from estimates of that precision.
+    """
+    from scipy import stats
+
+    p, q, f = PRIVACY["eps1"]
+    cands = candidates("extra20")
+    truth_all = pdf("exp")
+    present = np.array([truth_all[LABELS.index(c)] if c in LABELS else 0.0 for c in cands])
+    missing = float(sum(truth_all[LABELS.index(v)] for v in MISSING))
+    order = np.argsort(present)
+    for k in (8, 16, 32, 64, 128):
+        params = RapporParams(k=k, h=2, m=128, f=f, p=p, q=q)
+        rng = np.random.default_rng([k, 77])
+        ses = []
+        for r in range(5):
+            cid = f"bound-{k}-{r}"
+            counts = rng.multinomial(N, truth_all)
+            ones, reports = sample_rappor_counts(
+                params, campaign_id=cid, labels=LABELS, true_counts=counts, rng=rng
+            )
+            res = decode_rappor_counts(
+                params, campaign_id=cid, candidates=cands, cohort_reports=reports, ones=ones
+            )
+            top = np.argsort(-present)[:20]
+            ses.append(float(np.median(res.std_error[top])) / N)
+        s = float(np.mean(ses))
+        tvs = []
+        for _ in range(400):
+            x = present + s * rng.standard_normal(present.size)
+            like = stats.norm.pdf((x[:, None] - present[None, order]) / s)
+            cdf = np.cumsum(like / like.sum(axis=1, keepdims=True), axis=1)
+            med = present[order][np.argmax(cdf >= 0.5, axis=1)]
+            tvs.append(0.5 * (np.abs(med - present).sum() + missing))
+        print(f"k={k:>3d}: standard error of the largest values {s:.4f}; Bayes-oracle TV {np.mean(tvs):.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -270,6 +360,15 @@ def main() -> None:
         "--alpha", type=float, default=0.05, help="family-wise error (Bonferroni) or FDR (BH) level"
     )
     a.add_argument("--min-intervals", type=int, default=200)
+    a.add_argument(
+        "--decoder",
+        default="ours",
+        choices=("ours", "reference"),
+        help="ours: decode_rappor_counts; reference: the reference's algorithm (reference_style.py)",
+    )
+    a.add_argument(
+        "--selection-z", type=float, default=None, help="LASSO penalty in z units (default: decoder's)"
+    )
     a.add_argument("--json", default=None)
     s = sub.add_parser("scale")
     s.add_argument("--candidates", default="10000,100000")
@@ -278,6 +377,7 @@ def main() -> None:
     one.add_argument("m", type=int)
     one.add_argument("n", type=int)
     sub.add_parser("oracle")
+    sub.add_parser("bound")
     args = ap.parse_args()
     if args.cmd == "accuracy":
         accuracy(args)
@@ -285,6 +385,8 @@ def main() -> None:
         scale(args)
     elif args.cmd == "scale-one":
         scale_one(args.m, args.n)
+    elif args.cmd == "bound":
+        bound(args)
     else:
         oracle(args)
 

@@ -97,7 +97,7 @@ def decode_cmd(
     correction: Annotated[str, typer.Option(help="Multiple testing: bonferroni or bh.")] = "bonferroni",
     confidence: Annotated[float, typer.Option(help="Interval confidence level.")] = 0.95,
     selection_z: Annotated[
-        float | None, typer.Option(help="LASSO penalty in z units (default: universal threshold).")
+        float | None, typer.Option(help="LASSO penalty in z units (default: z_{1-5/M}, sigma-scaled).")
     ] = None,
     as_json: JsonOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="List every candidate, also those at 0.")] = False,

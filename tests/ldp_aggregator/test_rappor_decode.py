@@ -82,6 +82,23 @@ def test_exact_counts_with_more_candidates_than_rows() -> None:
     assert set(np.flatnonzero(res.detected).tolist()) == {3, 40, 77}
 
 
+def test_default_selection_penalty_admits_five_absent_candidates_on_average() -> None:
+    """lambda = sigma z_{1-5/M}; sigma = 1 when the dictionary explains the counts exactly, and plain
+    NNLS (lambda = 0) when 5/M >= 1/2."""
+    params = RapporParams(k=64, h=2, m=16)
+    for M, expected in ((8, 0.0), (100, float(stats.norm.isf(0.05))), (1000, float(stats.norm.isf(0.005)))):
+        cands = tuple(f"s{i}" for i in range(M))
+        truth = np.zeros(M, dtype=np.int64)
+        truth[:3] = [5000, 3000, 2000]
+        n, ones = _expected_ones(params, f"pen{M}", cands, np.tile(truth, (params.m, 1)))
+        res = decode_rappor_counts(
+            params, campaign_id=f"pen{M}", candidates=cands, cohort_reports=n, ones=ones
+        )
+        assert res.selection_lambda == pytest.approx(expected, rel=1e-9, abs=1e-12), M
+        np.testing.assert_allclose(res.proportion[:3], [0.5, 0.3, 0.2], atol=1e-6)
+        assert np.count_nonzero(res.proportion[3:] > 1e-9) == 0
+
+
 def test_exact_basic_and_boolean_rappor_decode_directly() -> None:
     basic = BasicRapporParams(domain=["a", "b", "c", "d"], f=0.25, p=0.25, q=0.75)
     truth = np.array([500.0, 300.0, 200.0, 0.0])

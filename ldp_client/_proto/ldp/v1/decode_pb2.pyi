@@ -70,7 +70,7 @@ class DecodeRapporRequest(google.protobuf.message.Message):
     correction: global___MultipleTesting.ValueType
     """Multiple-testing correction of the detection test."""
     selection_z: builtins.float
-    """String RAPPOR: LASSO penalty in z units (> 0). 0 (unset) means the universal threshold z_{1-1/M}."""
+    """String RAPPOR: LASSO penalty in z units (> 0). 0 (unset) means the default z_{1-5/M}."""
     @property
     def candidates(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
         """String RAPPOR: candidate strings (distinct). Empty means the campaign's own candidates. Must be empty for
