@@ -15,7 +15,10 @@ attributes (default 2) is drawn independently from the same population.
 Modes: ``report`` is the above. ``sum`` runs the same per-report path: no exact sampler of the numeric
 sufficient statistics (sums of codes and of squared codes over a population) is simple for piecewise,
 hybrid and laplace, so rather than an approximation the sum mode encodes every user (its cost grows
-with N, about 0.1 s per million users). ``grpc`` is not available for numeric mechanisms.
+with N, about 0.1 s per million users). ``grpc`` sends the same columns as batches to an aggregator (an
+in-process one on a temporary SQLite file, or ``--server``) over ``Collector.Submit`` and reads the
+means from ``Analyst.GetEstimate``: for a seed it gives the estimates of ``report`` (same draws, same
+sufficient statistics) when ``--batch-size`` equals ``--chunk-size``, the users per draw of each mode.
 
 Parameters: ``--epsilon`` is required; the range is the population's [LO, HI] unless ``--param lo=``
 and ``--param hi=`` (or, for multidim, ``--param ranges=lo:hi,...``) say otherwise; other fields as
@@ -33,10 +36,12 @@ when the estimator is unbiased and its variance right.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -184,12 +189,12 @@ def prepare_numeric(config: Any) -> tuple[NumericPopulation, NumericParams]:
 
     Raises:
         InvalidParameterError: ``population`` (not numeric), ``epsilon`` (missing), ``domain`` (given for a
-            one-dimensional mechanism), ``mode`` (grpc), ``params`` (a bad field).
+            one-dimensional mechanism), ``mode`` (unknown), ``params`` (a bad field).
     """
     if not is_numeric_mechanism(config.mechanism):
         raise InvalidParameterError("mechanism", config.mechanism, ", ".join(NUMERIC_MECHANISM_NAMES))
-    if config.mode not in ("sum", "report"):
-        raise InvalidParameterError("mode", config.mode, "sum or report for numeric mechanisms")
+    if config.mode not in ("sum", "report", "grpc"):
+        raise InvalidParameterError("mode", config.mode, "sum, report or grpc")
     population = parse_numeric_population(config.population)
     return population, _build_params(config, population)
 
@@ -207,10 +212,14 @@ def _repeat(
     params: NumericParams,
     rng: np.random.Generator,
     progress: ProgressFn | None,
-) -> tuple[MeanAccumulator, NDArray[np.float64], NDArray[np.float64]]:
-    """One repeat: (accumulator, per-attribute sample mean, per-attribute mean of Var(x_hat | x))."""
+    sink: Callable[[Any], None],
+    chunk_users: int,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """One repeat: draw and encode the users chunk by chunk, hand each chunk's report columns to ``sink``.
+
+    Returns (per-attribute sample mean, per-attribute mean of Var(x_hat | x)).
+    """
     enc = numeric_encoder(params)
-    acc = accumulator_for(params)
     ranges = _ranges(params)
     a = len(ranges)
     base = params.base if isinstance(params, MultidimParams) else params
@@ -219,7 +228,7 @@ def _repeat(
     total = np.zeros(a)
     var_total = np.zeros(a)
     n = config.n_users
-    chunk = max(1, config.chunk_size // a)
+    chunk = max(1, chunk_users // a)
     done = 0
     while done < n:
         size = min(chunk, n - done)
@@ -227,14 +236,98 @@ def _repeat(
         total += x.sum(axis=0)
         s = (np.clip(x, lo, hi) - lo) / (hi - lo)
         var_total += (base.variance_s(s) * (hi - lo) ** 2).sum(axis=0)
-        cols = enc.encode_batch(x if a > 1 else x[:, 0], rng)
-        add_columns(acc, params, cols)
+        sink(enc.encode_batch(x if a > 1 else x[:, 0], rng))
         done += size
         if progress is not None:
             progress(size)
+    return total / n, var_total / n
+
+
+def _estimate_locally(
+    config: Any,
+    population: NumericPopulation,
+    params: NumericParams,
+    rng: np.random.Generator,
+    progress: ProgressFn | None,
+) -> tuple[Sequence[Any], NDArray[np.float64], NDArray[np.float64]]:
+    """sum / report modes: the columns go into a MeanAccumulator as the server adds a batch."""
+    acc = accumulator_for(params)
     if not isinstance(acc, MeanAccumulator):  # pragma: no cover - accumulator_for(numeric params)
         raise InvalidParameterError("accumulator", type(acc).__name__, "a MeanAccumulator")
-    return acc, total / n, var_total / n
+    sample_mean, mech_var = _repeat(
+        config,
+        population,
+        params,
+        rng,
+        progress,
+        lambda cols: add_columns(acc, params, cols),
+        config.chunk_size,
+    )
+    return estimate_means(params, acc, confidence=config.confidence).means, sample_mean, mech_var
+
+
+def _estimate_over_grpc(
+    config: Any,
+    population: NumericPopulation,
+    params: NumericParams,
+    rng: np.random.Generator,
+    progress: ProgressFn | None,
+    session: tuple[str, Any],
+    repeat: int,
+) -> tuple[Sequence[Any], NDArray[np.float64], NDArray[np.float64]]:
+    """grpc mode: a campaign on the aggregator, the columns submitted as batches, Analyst.GetEstimate read.
+
+    The batches are encoded in this process (one client; ``--workers`` is for the frequency mechanisms) and
+    submitted with the retrying ``Submit`` of the frequency runner (same batch id on a retry).
+    """
+    import grpc
+
+    from ldp_client import wire
+    from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2
+    from simulations.runners import (
+        _RPC_TIMEOUT_S,
+        SimulationError,
+        _collector,
+        _rpc_error,
+        _submit,
+        get_estimate_checked,
+    )
+
+    target, analyst = session
+    # A fresh in-process aggregator has no campaigns; a shared one needs unique ids.
+    suffix = f"-r{repeat}" if config.server is None else f"-{uuid.uuid4().hex[:16]}-r{repeat}"
+    campaign_id = config.campaign_id + suffix
+    campaign = wire.campaign_to_proto(
+        campaign_id=campaign_id,
+        params=params,
+        description=(
+            f"ldp-sim: {config.mechanism} on {config.population}, {config.n_users} users, repeat {repeat}"
+        ),
+    )
+    try:
+        analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=campaign), timeout=_RPC_TIMEOUT_S)
+    except grpc.RpcError as exc:
+        raise _rpc_error("CreateCampaign", target, exc) from None
+    stub = _collector(target)
+    accepted = 0
+    batch_index = 0
+
+    def submit(cols: Any) -> None:
+        nonlocal accepted, batch_index
+        msg = wire.batch_to_proto(
+            campaign_id=campaign_id, batch_id=f"b{batch_index}", params=params, columns=cols
+        )
+        batch_index += 1
+        accepted += _submit(stub, msg)
+
+    sample_mean, mech_var = _repeat(config, population, params, rng, progress, submit, config.batch_size)
+    if accepted != config.n_users:
+        raise SimulationError(
+            f"campaign {campaign_id!r}: the aggregator accepted {accepted} reports, expected {config.n_users}"
+        )
+    request = estimates_pb2.EstimateRequest(campaign_id=campaign_id, confidence=config.confidence)
+    resp = get_estimate_checked(analyst, target, request, config.n_users)
+    return list(resp.means), sample_mean, mech_var
 
 
 def _metrics(
@@ -285,21 +378,30 @@ def simulate_numeric(config: Any, *, progress: ProgressFn | None = None) -> Nume
     rows: dict[str, list[list[float]]] = {
         k: [] for k in ("sample", "est", "se", "lo", "hi", "sum", "sum_se", "theory", "reports")
     }
-    for seed in seeds:
-        acc, sample_mean, mech_var = _repeat(
-            config, population, params, np.random.default_rng(seed), progress
-        )
-        est = estimate_means(params, acc, confidence=config.confidence)
-        rows["sample"].append(list(sample_mean))
-        rows["est"].append([m.mean for m in est.means])
-        rows["se"].append([m.std_error for m in est.means])
-        rows["lo"].append([m.ci_low for m in est.means])
-        rows["hi"].append([m.ci_high for m in est.means])
-        rows["sum"].append([m.sum for m in est.means])
-        rows["sum_se"].append([m.sum_std_error for m in est.means])
-        rows["reports"].append([float(m.n) for m in est.means])
-        var_z = scale * (mech_var + second) - mu * mu
-        rows["theory"].append(list(var_z / config.n_users))
+    with contextlib.ExitStack() as stack:
+        session = None
+        if config.mode == "grpc":
+            from simulations.runners import aggregator_session
+
+            session = stack.enter_context(aggregator_session(config.server))
+        for r, seed in enumerate(seeds):
+            rng = np.random.default_rng(seed)
+            if session is None:
+                means, sample_mean, mech_var = _estimate_locally(config, population, params, rng, progress)
+            else:
+                means, sample_mean, mech_var = _estimate_over_grpc(
+                    config, population, params, rng, progress, session, r
+                )
+            rows["sample"].append(list(sample_mean))
+            rows["est"].append([m.mean for m in means])
+            rows["se"].append([m.std_error for m in means])
+            rows["lo"].append([m.ci_low for m in means])
+            rows["hi"].append([m.ci_high for m in means])
+            rows["sum"].append([m.sum for m in means])
+            rows["sum_se"].append([m.sum_std_error for m in means])
+            rows["reports"].append([float(m.n) for m in means])
+            var_z = scale * (mech_var + second) - mu * mu
+            rows["theory"].append(list(var_z / config.n_users))
     arr = {k: np.array(v, dtype=np.float64) for k, v in rows.items()}
     labels = tuple(str(i) for i in range(a)) if isinstance(params, MultidimParams) else ("value",)
     return NumericSimulationResult(
@@ -410,6 +512,13 @@ def write_numeric_json(path: str | Path, result: NumericSimulationResult) -> Non
     Path(path).write_text(json.dumps(numeric_to_dict(result), indent=2, allow_nan=False) + "\n", "utf-8")
 
 
+def _mode_text(cfg: Any) -> str:
+    if cfg.mode != "grpc":
+        return f"{cfg.mode} (every user encoded)"
+    where = "an in-process aggregator on SQLite" if cfg.server is None else cfg.server
+    return f"grpc (every user encoded; batches of {cfg.batch_size} submitted to {where})"
+
+
 def numeric_tables(result: NumericSimulationResult, *, max_rows: int = 20) -> list[Any]:
     """Rich tables: the run header and metrics, and the per-attribute estimates of the first repeat(s)."""
     from rich.table import Table
@@ -423,7 +532,7 @@ def numeric_tables(result: NumericSimulationResult, *, max_rows: int = 20) -> li
         ("users x repeats", f"{cfg.n_users:,} x {cfg.repeats}"),
         ("epsilon (per report)", f"{result.epsilon:.6g}"),
         ("params", repr(result.params)),
-        ("mode", f"{cfg.mode} (every user encoded)"),
+        ("mode", _mode_text(cfg)),
         ("elapsed", f"{result.elapsed_s:.2f} s"),
     ]
     for k, v in rows:

@@ -59,7 +59,7 @@ import multiprocessing
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -433,7 +433,7 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
             "mechanism",
             config.mechanism,
             "a frequency mechanism here (numeric mechanisms run with simulations.numeric.simulate_numeric, "
-            "as `ldp-sim run` does; sweeps and the grpc mode are not available for them)",
+            "as `ldp-sim run` does, in every mode; sweeps are not available for them)",
         )
     population = parse_categorical_population(config.population)
     d = _default_domain(config, population)
@@ -922,35 +922,56 @@ def _rpc_error(what: str, target: str, exc: grpc.RpcError) -> SimulationError:
     return SimulationError(f"{what} on the aggregator at {target} failed: {name}: {details}")
 
 
+def get_estimate_checked(analyst: Any, target: str, request: Any, n_users: int) -> Any:
+    """Analyst.GetEstimate, checking that the aggregator counted every simulated user's report.
+
+    Raises:
+        SimulationError: the call failed, or the estimate counts a different number of reports.
+    """
+    import grpc
+
+    try:
+        resp = analyst.GetEstimate(request, timeout=_RPC_TIMEOUT_S * 5)
+    except grpc.RpcError as exc:
+        raise _rpc_error("GetEstimate", target, exc) from None
+    if int(resp.n_reports) != n_users:
+        raise SimulationError(
+            f"campaign {request.campaign_id!r}: the estimate counts {resp.n_reports} reports, "
+            f"expected {n_users}"
+        )
+    return resp
+
+
 def _task_sizes(n: int, per_task: int) -> list[int]:
     full, rest = divmod(n, per_task)
     return [per_task] * full + ([rest] if rest else [])
 
 
-def _run_grpc(
-    prep: PreparedSimulation, seeds: list[np.random.SeedSequence], progress: ProgressFn | None
-) -> list[_Outcome]:
+@contextlib.contextmanager
+def aggregator_session(server: str | None) -> Iterator[tuple[str, Any]]:
+    """(target, Analyst stub) of the aggregator a grpc-mode simulation reports to.
+
+    ``server`` None starts an in-process aggregator on a fresh SQLite file in a temporary directory (both
+    gone on exit); otherwise ``HOST:PORT`` of a running one. Waits until the channel is ready.
+
+    Raises:
+        SimulationError: the aggregator cannot be reached.
+    """
     import grpc
 
     from ldp_aggregator.server import BackgroundServer, ServerConfig
-    from ldp_client import wire
-    from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2, services_pb2_grpc
+    from ldp_client._proto.ldp.v1 import services_pb2_grpc
 
-    cfg = prep.config
-    params = prep.params
-    batch_size = max(1, min(cfg.batch_size, _MAX_BATCH_BYTES // _row_bytes(params)))
-    labels = prep.value_labels if isinstance(params, RapporParams) else ()
-    outcomes: list[_Outcome] = []
     with contextlib.ExitStack() as stack:
-        if cfg.server is None:
+        if server is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ldp-sim-"))
-            server = BackgroundServer(
+            background = BackgroundServer(
                 ServerConfig(db=Path(tmp) / "sim.sqlite3", listen="127.0.0.1:0", retain_raw=False)
             ).start()
-            stack.callback(server.stop)
-            target = server.target
+            stack.callback(background.stop)
+            target = background.target
         else:
-            target = cfg.server
+            target = server
         channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 256 << 20)])
         stack.callback(channel.close)
         try:
@@ -959,7 +980,24 @@ def _run_grpc(
             raise SimulationError(
                 f"cannot connect to the aggregator at {target} (waited {_CONNECT_TIMEOUT_S:g} s)"
             ) from None
-        analyst = services_pb2_grpc.AnalystStub(channel)
+        yield target, services_pb2_grpc.AnalystStub(channel)
+
+
+def _run_grpc(
+    prep: PreparedSimulation, seeds: list[np.random.SeedSequence], progress: ProgressFn | None
+) -> list[_Outcome]:
+    import grpc
+
+    from ldp_client import wire
+    from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2
+
+    cfg = prep.config
+    params = prep.params
+    batch_size = max(1, min(cfg.batch_size, _MAX_BATCH_BYTES // _row_bytes(params)))
+    labels = prep.value_labels if isinstance(params, RapporParams) else ()
+    outcomes: list[_Outcome] = []
+    with contextlib.ExitStack() as stack:
+        target, analyst = stack.enter_context(aggregator_session(cfg.server))
         pool = stack.enter_context(
             ProcessPoolExecutor(max_workers=cfg.workers, mp_context=multiprocessing.get_context("spawn"))
         )
@@ -1029,15 +1067,7 @@ def _run_grpc(
                 candidates=list(prep.items) if isinstance(params, RapporParams) else [],
                 confidence=cfg.confidence,
             )
-            try:
-                resp = analyst.GetEstimate(request, timeout=_RPC_TIMEOUT_S * 5)
-            except grpc.RpcError as exc:
-                raise _rpc_error("GetEstimate", target, exc) from None
-            if int(resp.n_reports) != cfg.n_users:
-                raise SimulationError(
-                    f"campaign {campaign_id!r}: the estimate counts {resp.n_reports} reports, expected "
-                    f"{cfg.n_users}"
-                )
+            resp = get_estimate_checked(analyst, target, request, cfg.n_users)
             if isinstance(params, RapporParams) and cfg.candidates is not None:
                 # A candidate dictionary (issue 5): the full decoder, through Analyst.DecodeRappor.
                 outcomes.append(_decoded_outcome(analyst, prep, campaign_id, prep.item_truth(counts), target))
