@@ -7,6 +7,7 @@ Run:
     .venv/bin/python bench/bench_rappor_decode.py oracle          # the exp target case, support known
     .venv/bin/python bench/bench_rappor_decode.py bound           # Bayes-oracle bound on its TV
     .venv/bin/python bench/bench_rappor_decode.py accuracy --decoder reference   # the reference's algorithm
+    .venv/bin/python bench/bench_rappor_decode.py compare OURS.json REFERENCE.json  # case by case
 
 **Accuracy** (``ldp_aggregator.rappor_decode.decode_rappor_counts``, the decoder Analyst.DecodeRappor runs),
 cases as in google/rappor ``tests/regtest_spec.py``: 100 true values v1..v100 with the distributions of
@@ -200,7 +201,10 @@ def accuracy(args: argparse.Namespace) -> None:
     )
     print(header)
     t_all = time.perf_counter()
-    for privacy in PRIVACY:
+    privacies = args.privacies.split(",")
+    if not set(privacies) <= set(PRIVACY):
+        raise SystemExit(f"--privacies {args.privacies!r}: allowed {', '.join(PRIVACY)}")
+    for privacy in privacies:
         for dist in dists:
             for k in ks:
                 for kind in kinds:
@@ -239,6 +243,52 @@ def accuracy(args: argparse.Namespace) -> None:
             )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Case by case, this decoder's ``accuracy --json`` results against the reference algorithm's."""
+    ours, ref = (
+        {(r["privacy"], r["dist"], r["k"], r["candidates"]): r for r in json.loads(Path(f).read_text())}
+        for f in (args.ours, args.reference)
+    )
+    cases = sorted(set(ours) & set(ref))
+    print(f"{len(cases)} cases decoded by both ({len(ours)} by ours, {len(ref)} by the reference algorithm)")
+    print(
+        f"{'metric':34s} {'ours better':>11s} {'tie':>5s} {'ref better':>10s} "
+        f"{'ours mean':>9s} {'ref mean':>9s}"
+    )
+    # (metric, lower is better, tie tolerance)
+    for key, lower, tol in (
+        ("tv", True, 0.0005),
+        ("fp", True, 0.05),
+        ("rmse", True, 1e-5),
+        ("cov_det", False, 0.0),
+    ):
+        a = np.array([ours[c][key] for c in cases], dtype=float)
+        b = np.array([ref[c][key] for c in cases], dtype=float)
+        ok = ~(np.isnan(a) | np.isnan(b))
+        diff = (b - a) if lower else (a - b)
+        better, worse = int((diff[ok] > tol).sum()), int((diff[ok] < -tol).sum())
+        name = {"tv": "total variation", "fp": "false positives per decode", "rmse": "RMSE of proportions",
+                "cov_det": "coverage of reported intervals"}[key]  # fmt: skip
+        print(
+            f"{name:34s} {better:11d} {int(ok.sum()) - better - worse:5d} {worse:10d} "
+            f"{np.nanmean(a):9.4f} {np.nanmean(b):9.4f}"
+        )
+    cov_a = np.array([ours[c]["cov_det"] for c in cases], dtype=float)
+    cov_b = np.array([ref[c]["cov_det"] for c in cases], dtype=float)
+    print(
+        f"coverage >= 0.90: ours in {int(np.sum(cov_a >= 0.9))} of {np.sum(~np.isnan(cov_a))} cases "
+        f"(min {np.nanmin(cov_a):.3f}), reference in {int(np.sum(cov_b >= 0.9))} of "
+        f"{np.sum(~np.isnan(cov_b))} "
+        f"(min {np.nanmin(cov_b):.3f})"
+    )
+    worse_tv = [c for c in cases if ours[c]["tv"] > ref[c]["tv"] + 0.0005]
+    for c in worse_tv:
+        print(
+            f"  TV higher than the reference: {'/'.join(map(str, c))}: "
+            f"{ours[c]['tv']:.3f} vs {ref[c]['tv']:.3f}"
+        )
 
 
 def scale_one(m_cands: int, n_reports: int) -> None:
@@ -438,6 +488,7 @@ def main() -> None:
     a.add_argument("--ks", default="8,16,32,64,128")
     a.add_argument("--dists", default="unif,exp,gauss,zipf1,zipf1.5")
     a.add_argument("--kinds", default="exact,extra20,missing10,extra10x")
+    a.add_argument("--privacies", default=",".join(PRIVACY), help="eps1 and/or eps5")
     a.add_argument("--repeats", type=int, default=3)
     a.add_argument("--correction", default="bonferroni", choices=("bonferroni", "bh"))
     a.add_argument(
@@ -460,6 +511,9 @@ def main() -> None:
     one = sub.add_parser("scale-one")
     one.add_argument("m", type=int)
     one.add_argument("n", type=int)
+    cmp = sub.add_parser("compare")
+    cmp.add_argument("ours", help="accuracy --json output of this decoder")
+    cmp.add_argument("reference", help="accuracy --json output with --decoder reference")
     sub.add_parser("oracle")
     b = sub.add_parser("bound")
     b.add_argument("--ks", default="8,16,32,64,128")
@@ -475,6 +529,8 @@ def main() -> None:
         scale_one(args.m, args.n)
     elif args.cmd == "bound":
         bound(args)
+    elif args.cmd == "compare":
+        compare(args)
     else:
         oracle(args)
 
