@@ -77,11 +77,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Accumulator",
     "BitCountAccumulator",
+    "BitRows",
     "CorruptAccumulatorError",
     "CountAccumulator",
     "accumulator_for",
     "accumulator_from_bytes",
     "add_columns",
+    "batch_delta",
     "check_matches",
 ]
 
@@ -292,6 +294,74 @@ class CountAccumulator:
 _SMALL_BATCH = 16
 
 
+def _check_packed(
+    bits: Any, cohorts: Any, m: int, k: int
+) -> tuple[NDArray[np.uint8], NDArray[np.intp] | None]:
+    """Validated packed reports (n, ceil(k/8)) and cohorts (None when m == 1); see ``add_bits``.
+
+    Raises:
+        InvalidReportError: wrong dtype or shape, a cohort out of range, or an unused bit set.
+    """
+    b = np.asarray(bits)
+    nb = (k + 7) // 8
+    if b.dtype != np.uint8:
+        raise InvalidReportError("bits", str(b.dtype), "a uint8 array of packed reports")
+    if b.ndim != 2 or b.shape[1] != nb:
+        raise InvalidReportError("bits", b.shape, f"shape (n, {nb}) (ceil(k/8) bytes per report)")
+    n = b.shape[0]
+    spare = nb * 8 - k
+    if spare and n and (np.bitwise_or.reduce(b[:, -1]) >> (8 - spare)):
+        raise InvalidReportError(
+            "bits", "a set bit at index >= k", f"bits 0..{k - 1} only (unused high bits must be 0)"
+        )
+    if cohorts is None:
+        if m != 1:
+            raise InvalidReportError("cohorts", None, f"a cohort array of shape ({n},) (m = {m})")
+        coh: NDArray[np.intp] | None = None
+    else:
+        c = np.asarray(cohorts)
+        if c.dtype == np.bool_ or not np.issubdtype(c.dtype, np.integer):
+            raise InvalidReportError("cohorts", str(c.dtype), "an integer array")
+        if c.ndim != 1 or c.shape[0] != n:
+            raise InvalidReportError("cohorts", c.shape, f"a 1-D array of shape ({n},)")
+        if n:
+            lo, hi = int(c.min()), int(c.max())
+            if lo < 0 or hi >= m:
+                raise InvalidReportError("cohort", lo if lo < 0 else hi, f"an integer in [0, {m - 1}]")
+        coh = c.astype(np.intp, copy=False) if m > 1 else None
+    return np.ascontiguousarray(b), coh
+
+
+class BitRows:
+    """A few validated reports of a bit-count campaign, kept as rows: the increment of a tiny batch.
+
+    ``accumulator += rows`` adds them in place without an (m, k) temporary. A single-report Submit
+    builds one of these instead of a zero BitCountAccumulator: allocating (fresh pages) and merging
+    64 x 128 counters per report was about a sixth of the aggregator's work per single report
+    (``bench/bench_single_report.py``; figures in ``bench/RESULTS.md``, issue 3).
+    """
+
+    __slots__ = ("cohorts", "k", "m", "rows")
+
+    def __init__(self, m: int, k: int, bits: Any, cohorts: Any) -> None:
+        b, coh = _check_packed(bits, cohorts, m, k)
+        if b.shape[0] > _SMALL_BATCH:
+            raise InvalidReportError(
+                "bits", b.shape[0], f"at most {_SMALL_BATCH} reports (a larger batch is summed)"
+            )
+        self.m, self.k = m, k
+        self.rows: NDArray[np.uint8] = np.unpackbits(b, axis=1, count=k, bitorder="little")
+        self.cohorts = coh
+
+    @property
+    def n(self) -> int:
+        """Number of reports."""
+        return int(self.rows.shape[0])
+
+    def __repr__(self) -> str:
+        return f"BitRows(m={self.m}, k={self.k}, n={self.n})"
+
+
 class BitCountAccumulator:
     """Per cohort j: ``cohort_reports[j]`` reports, of which ``ones[j, i]`` set report bit i.
 
@@ -378,50 +448,15 @@ class BitCountAccumulator:
         Otherwise reports are sorted by cohort per chunk, unpacked, and summed per cohort with
         ``np.add.reduceat``.
         """
-        b = np.asarray(bits)
-        nb = self.num_bytes
-        if b.dtype != np.uint8:
-            raise InvalidReportError("bits", str(b.dtype), "a uint8 array of packed reports")
-        if b.ndim != 2 or b.shape[1] != nb:
-            raise InvalidReportError("bits", b.shape, f"shape (n, {nb}) (ceil(k/8) bytes per report)")
+        m, nb = self.m, self.num_bytes
+        b, coh = _check_packed(bits, cohorts, m, self.k)
         n = b.shape[0]
-        spare = nb * 8 - self.k
-        if spare and n and (np.bitwise_or.reduce(b[:, -1]) >> (8 - spare)):
-            raise InvalidReportError(
-                "bits", "a set bit at index >= k", f"bits 0..{self.k - 1} only (unused high bits must be 0)"
-            )
-        m = self.m
-        if cohorts is None:
-            if m != 1:
-                raise InvalidReportError("cohorts", None, f"a cohort array of shape ({n},) (m = {m})")
-            coh: NDArray[np.intp] | None = None
-        else:
-            c = np.asarray(cohorts)
-            if c.dtype == np.bool_ or not np.issubdtype(c.dtype, np.integer):
-                raise InvalidReportError("cohorts", str(c.dtype), "an integer array")
-            if c.ndim != 1 or c.shape[0] != n:
-                raise InvalidReportError("cohorts", c.shape, f"a 1-D array of shape ({n},)")
-            if n:
-                lo, hi = int(c.min()), int(c.max())
-                if lo < 0 or hi >= m:
-                    raise InvalidReportError("cohort", lo if lo < 0 else hi, f"an integer in [0, {m - 1}]")
-            coh = c.astype(np.intp, copy=False) if m > 1 else None
         if n == 0:
             return
-        b = np.ascontiguousarray(b)
         if n <= _SMALL_BATCH:
             # Single reports and tiny batches: add the unpacked rows in place. Building an (m, k)
             # partial sum (and sorting by cohort) would cost more than the rows themselves.
-            rows = np.unpackbits(b, axis=1, count=self.k, bitorder="little")
-            if coh is None:
-                self.ones[0] += rows.sum(axis=0, dtype=np.int64)
-                self.cohort_reports[0] += n
-            elif n == 1:  # the single-report RPC: plain indexing, no ufunc.at machinery
-                self.ones[coh[0]] += rows[0]
-                self.cohort_reports[coh[0]] += 1
-            else:
-                np.add.at(self.ones, coh, rows)
-                np.add.at(self.cohort_reports, coh, 1)
+            self._add_rows(np.unpackbits(b, axis=1, count=self.k, bitorder="little"), coh)
             return
         table_size = m * nb * 256
         # The byte table costs O(table) to set up and O(n * ceil(k/8)) per batch; unpacking costs
@@ -436,6 +471,19 @@ class BitCountAccumulator:
             self.cohort_reports[0] += n
         else:
             self.cohort_reports += np.bincount(coh, minlength=m)
+
+    def _add_rows(self, rows: NDArray[np.uint8], coh: NDArray[np.intp] | None) -> None:
+        """Add unpacked report rows (n, k) of cohorts ``coh`` (None when m == 1) in place."""
+        n = rows.shape[0]
+        if coh is None:
+            self.ones[0] += rows.sum(axis=0, dtype=np.int64)
+            self.cohort_reports[0] += n
+        elif n == 1:  # the single-report RPC: plain indexing, no ufunc.at machinery
+            self.ones[coh[0]] += rows[0]
+            self.cohort_reports[coh[0]] += 1
+        else:
+            np.add.at(self.ones, coh, rows)
+            np.add.at(self.cohort_reports, coh, 1)
 
     def _count_by_byte_table(self, b: NDArray[np.uint8], coh: NDArray[np.intp] | None) -> NDArray[np.int64]:
         m, nb, n = self.m, self.num_bytes, b.shape[0]
@@ -489,6 +537,10 @@ class BitCountAccumulator:
             )
 
     def __add__(self, other: object) -> BitCountAccumulator:
+        if isinstance(other, BitRows):
+            out = self.copy()
+            out += other
+            return out
         if not isinstance(other, BitCountAccumulator):
             return NotImplemented
         self._check_same_shape(other)
@@ -497,6 +549,15 @@ class BitCountAccumulator:
         )
 
     def __iadd__(self, other: object) -> BitCountAccumulator:
+        if isinstance(other, BitRows):
+            if (other.m, other.k) != (self.m, self.k):
+                raise InvalidReportError(
+                    "reports",
+                    f"m={other.m}, k={other.k}",
+                    f"m={self.m}, k={self.k} (reports of this campaign)",
+                )
+            self._add_rows(other.rows, other.cohorts)
+            return self
         if not isinstance(other, BitCountAccumulator):
             return NotImplemented
         self._check_same_shape(other)
@@ -684,3 +745,30 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
         cast(BitCountAccumulator, acc).add_bits(bits, cohorts)
     else:
         cast(BitCountAccumulator, acc).add_bits(columns, None)
+
+
+def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
+    """What one validated batch adds to its campaign's accumulator (``committed + delta``).
+
+    For the bit-count mechanisms (rappor, basic-rappor, boolean-rappor) and at most 16 reports, a
+    :class:`BitRows` (no (m, k) temporary: the single-report RPC's case); otherwise a fresh accumulator
+    with the batch added (:func:`add_columns`).
+
+    Raises:
+        InvalidReportError: the batch is malformed (as :func:`add_columns`).
+    """
+    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams):
+        _, (m, k) = _expected_shape(params)
+        if isinstance(params, RapporParams):
+            if not isinstance(columns, tuple) or len(columns) != 2:
+                raise InvalidReportError(
+                    "reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor"
+                )
+            cohorts, bits = columns
+        else:
+            cohorts, bits = None, columns
+        if np.shape(bits)[:1] and np.shape(bits)[0] <= _SMALL_BATCH:
+            return BitRows(m, k, bits, cohorts)
+    delta = accumulator_for(params)
+    add_columns(delta, params, columns)
+    return delta

@@ -16,13 +16,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
-from ldp_aggregator.accumulators import Accumulator, accumulator_for, accumulator_from_bytes, add_columns
+from ldp_aggregator.accumulators import (
+    Accumulator,
+    accumulator_for,
+    accumulator_from_bytes,
+    batch_delta,
+)
 from ldp_aggregator.analysis import CampaignEstimate, estimate_campaign, estimate_to_proto
 from ldp_aggregator.association import ReportsUnavailableError
 from ldp_aggregator.auth import PermissionDeniedError, UnauthenticatedError
 from ldp_aggregator.logs import log_event
 from ldp_aggregator.ratelimit import ResourceLimitError
-from ldp_aggregator.store import CampaignRecord, Store, SubmitOutcome
+from ldp_aggregator.store import BatchDelta, CampaignRecord, Store, SubmitOutcome
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import (
     campaign_pb2,
@@ -219,7 +224,7 @@ class Aggregator:
         )
 
     async def _commit(
-        self, campaign_id: str, batch_id: str, n: int, delta: Accumulator, payload: bytes | None
+        self, campaign_id: str, batch_id: str, n: int, delta: BatchDelta, payload: bytes | None
     ) -> SubmitOutcome:
         """Hand a validated batch to the store's group commit; returns once committed (and counts it)."""
         start = time.perf_counter()
@@ -249,14 +254,12 @@ class Aggregator:
 
     def _prepare(
         self, campaign_id: str, decode: Callable[[wire.CampaignInfo], Any]
-    ) -> tuple[Accumulator, int]:
+    ) -> tuple[BatchDelta, int]:
         campaign = self._campaign(campaign_id)
         # A closed campaign is refused by the store, after its duplicate check: a retry of a batch stored
         # before the close still answers "duplicate" (the client learns it was counted), anything new gets
         # CampaignClosedError (FAILED_PRECONDITION).
-        columns = decode(campaign.info)
-        delta = accumulator_for(campaign.info.params)
-        add_columns(delta, campaign.info.params, columns)
+        delta = batch_delta(campaign.info.params, decode(campaign.info))
         return delta, delta.n
 
     async def submit_batch(self, msg: reports_pb2.ReportBatch, raw: bytes | None = None) -> SubmitOutcome:

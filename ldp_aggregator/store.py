@@ -67,6 +67,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "SCHEMA_VERSION",
     "Accumulator",
+    "BatchDelta",
     "CampaignRecord",
     "Store",
     "StoreLockedError",
@@ -172,13 +173,26 @@ class Accumulator(Protocol):
     committed object untouched.
     """
 
-    def __add__(self, other: Self) -> Self: ...
+    def __add__(self, other: Any) -> Self: ...  # another accumulator of its kind, or a BatchDelta it accepts
 
     def to_bytes(self) -> bytes: ...
 
     @property
     def n(self) -> int:
         """Number of reports summed into this accumulator."""
+        ...
+
+
+class BatchDelta(Protocol):
+    """What one batch adds to its campaign's accumulator (the writer computes ``committed + delta``).
+
+    An accumulator of the campaign's kind, or a lighter increment that kind accepts in ``+`` (e.g.
+    :class:`ldp_aggregator.accumulators.BitRows` for a single RAPPOR report).
+    """
+
+    @property
+    def n(self) -> int:
+        """Number of reports in the batch."""
         ...
 
 
@@ -310,7 +324,7 @@ class _Submission:
         campaign_id: str,
         batch_id: str,
         n_reports: int,
-        delta: Accumulator,
+        delta: BatchDelta,
         raw_payload: bytes | None,
     ) -> None:
         self.campaign_id = campaign_id
@@ -623,7 +637,7 @@ class Store:
         campaign_id: str,
         batch_id: str,
         n_reports: int,
-        delta: Accumulator,
+        delta: BatchDelta,
         raw_payload: bytes | None = None,
     ) -> Future[SubmitOutcome]:
         """Queue one batch; the future resolves only after the transaction holding it has committed.
@@ -633,7 +647,8 @@ class Store:
             batch_id: Client-chosen id; a batch id already stored for this campaign is a no-op
                 (``SubmitOutcome(duplicate=True, accepted=0)``), so retries are safe.
             n_reports: Reports in the batch; must equal ``delta.n``.
-            delta: The batch's accumulator (built by the caller from the validated batch).
+            delta: What the batch adds (built by the caller from the validated batch): its accumulator, or
+                an increment the campaign's accumulator accepts in ``+`` (:class:`BatchDelta`).
             raw_payload: Serialized batch to retain when retention is on (ignored otherwise).
 
         Returns:
@@ -675,7 +690,7 @@ class Store:
         campaign_id: str,
         batch_id: str,
         n_reports: int,
-        delta: Accumulator,
+        delta: BatchDelta,
         raw_payload: bytes | None = None,
     ) -> SubmitOutcome:
         """:meth:`submit` for asyncio code (grpc.aio servicers): returns once the batch is committed."""

@@ -12,11 +12,13 @@ import pytest
 from ldp_aggregator import accumulators as acc_mod
 from ldp_aggregator.accumulators import (
     BitCountAccumulator,
+    BitRows,
     CorruptAccumulatorError,
     CountAccumulator,
     accumulator_for,
     accumulator_from_bytes,
     add_columns,
+    batch_delta,
     check_matches,
 )
 from ldp_client.errors import InvalidReportError
@@ -410,3 +412,67 @@ def test_add_columns_rejects_mismatches() -> None:
         add_columns(accumulator_for(rappor), rappor, np.zeros((1, 3), np.uint8))  # type: ignore[arg-type]
     with pytest.raises(InvalidReportError, match="values=3"):
         add_columns(accumulator_for(grr), grr, np.array([3]))  # type: ignore[arg-type]
+
+
+# --- batch_delta / BitRows: the increment of a tiny bit-count batch, without an (m, k) temporary ---------
+
+
+@pytest.mark.parametrize("n", [1, 5, 16])
+def test_batch_delta_rows_add_what_the_dense_path_adds(n: int) -> None:
+    params = RapporParams(k=13, h=2, m=4)
+    rng = np.random.default_rng(n)
+    bits01 = rng.integers(0, 2, size=(n, 13))
+    cohorts = np.array([2, 0, 2, 3, 2] * 4, dtype=np.uint32)[:n]  # repeated cohorts
+    cols = (cohorts, _pack(bits01))
+    delta = batch_delta(params, cols)
+    assert isinstance(delta, BitRows) and delta.n == n
+    dense = accumulator_for(params)
+    add_columns(dense, params, cols)
+    base = accumulator_for(params)
+    add_columns(base, params, (np.array([1], dtype=np.uint32), _pack(np.ones((1, 13)))))
+    before = base.copy()
+    assert base + delta == base + dense  # a new object ...
+    assert base == before  # ... leaving the committed one unchanged
+    base += delta
+    assert base == before + dense
+    assert base.ones.sum() == before.ones.sum() + bits01.sum()
+
+
+@pytest.mark.parametrize(
+    "params", [BasicRapporParams(domain=["a", "b", "c"]), BooleanRapporParams()], ids=["basic", "boolean"]
+)
+def test_batch_delta_rows_for_one_cohort_mechanisms(params: BasicRapporParams | BooleanRapporParams) -> None:
+    k = 3 if isinstance(params, BasicRapporParams) else 1
+    bits = _pack(np.array([[1, 0, 1][:k], [0, 1, 1][:k]]))
+    delta = batch_delta(params, bits)
+    assert isinstance(delta, BitRows) and (delta.m, delta.k, delta.n) == (1, k, 2)
+    dense = accumulator_for(params)
+    add_columns(dense, params, bits)
+    assert accumulator_for(params) + delta == dense
+
+
+def test_batch_delta_sums_larger_batches_and_other_mechanisms() -> None:
+    params = RapporParams(k=8, h=2, m=2)
+    cols = (np.zeros(17, dtype=np.uint32), _pack(np.ones((17, 8))))
+    delta = batch_delta(params, cols)
+    assert isinstance(delta, BitCountAccumulator) and delta.n == 17
+    grr = GRRParams(domain=["a", "b", "c"], truth_probability=0.5)
+    assert isinstance(batch_delta(grr, np.array([0, 2, 2])), CountAccumulator)
+
+
+def test_batch_delta_rejects_bad_reports_and_a_foreign_shape() -> None:
+    params = RapporParams(k=5, h=2, m=4)
+    with pytest.raises(InvalidReportError, match="cohort"):
+        batch_delta(params, (np.array([4], dtype=np.uint32), _pack(np.ones((1, 5)))))
+    with pytest.raises(InvalidReportError, match="index >= k"):
+        batch_delta(params, (np.array([0], dtype=np.uint32), np.array([[0b100000]], dtype=np.uint8)))
+    with pytest.raises(InvalidReportError, match="tuple"):
+        batch_delta(params, _pack(np.ones((1, 5))))
+    rows = batch_delta(params, (np.array([1], dtype=np.uint32), _pack(np.ones((1, 5)))))
+    other = accumulator_for(RapporParams(k=6, h=2, m=4))
+    before = other.copy()
+    with pytest.raises(InvalidReportError, match="m=4, k=5"):
+        other += rows
+    assert other == before  # nothing added
+    with pytest.raises(InvalidReportError, match="at most 16"):
+        BitRows(4, 5, _pack(np.ones((17, 5))), np.zeros(17, dtype=np.uint32))
