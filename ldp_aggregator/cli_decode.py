@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +41,21 @@ def _open_db(db: Path) -> Any:
     if not db.exists():
         raise _fail(f"--db {db}: no such database file")
     return open_store(str(db), read_only=True)
+
+
+def _answer(db: Path | None, local: Callable[[Any], Any], remote: Callable[[], Any]) -> Any:
+    """``local(Aggregator)`` on the database file ``db`` (read-only), or ``remote()`` (an Analyst call)."""
+    if db is None:
+        return remote()
+    from ldp_aggregator.service import Aggregator
+
+    store = _open_db(db)
+    try:
+        return local(Aggregator(store))
+    except LdpError as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        store.close()
 
 
 def print_decode(msg: decode_pb2.DecodeRapporResponse, *, show_all: bool = False) -> None:
@@ -110,34 +126,31 @@ def decode_cmd(
     if correction not in _CORRECTIONS:
         raise _fail(f"--correction {correction!r}: allowed bonferroni or bh")
     cands = _read_lines(candidates) if candidates is not None else []
-    if db is not None:
-        from ldp_aggregator.service import Aggregator
-
-        store = _open_db(db)
-        try:
-            result = Aggregator(store).decode_rappor(
+    msg = _answer(
+        db,
+        lambda agg: decode_to_proto(
+            agg.decode_rappor(
                 campaign_id,
                 candidates=cands,
                 confidence=confidence,
                 alpha=alpha,
                 correction=correction,
                 selection_z=selection_z,
-            )
-            msg = decode_to_proto(result, campaign_id)
-        except LdpError as exc:
-            raise _fail(str(exc)) from None
-        finally:
-            store.close()
-    else:
-        req = decode_pb2.DecodeRapporRequest(
-            campaign_id=campaign_id,
-            candidates=cands,
-            confidence=confidence,
-            alpha=alpha,
-            correction=_CORRECTIONS[correction],  # type: ignore[arg-type]
-            selection_z=selection_z or 0.0,
-        )
-        msg = _rpc(_analyst(server).DecodeRappor, req)
+            ),
+            campaign_id,
+        ),
+        lambda: _rpc(
+            _analyst(server).DecodeRappor,
+            decode_pb2.DecodeRapporRequest(
+                campaign_id=campaign_id,
+                candidates=cands,
+                confidence=confidence,
+                alpha=alpha,
+                correction=_CORRECTIONS[correction],  # type: ignore[arg-type]
+                selection_z=selection_z or 0.0,
+            ),
+        ),
+    )
     if as_json:
         sys.stdout.write(json.dumps(decode_response_to_dict(msg), indent=2) + "\n")
     else:
@@ -197,32 +210,29 @@ def associate_cmd(
 
     first = _read_lines(candidates) if candidates is not None else []
     second = _read_lines(second_candidates) if second_candidates is not None else []
-    if db is not None:
-        from ldp_aggregator.service import Aggregator
-
-        store = _open_db(db)
-        try:
-            result = Aggregator(store).estimate_association(
+    msg = _answer(
+        db,
+        lambda agg: association_to_proto(
+            agg.estimate_association(
                 campaign_id,
                 first_candidates=first,
                 second_candidates=second,
                 confidence=confidence,
                 max_values=max_values,
-            )
-            msg = association_to_proto(result, campaign_id)
-        except LdpError as exc:
-            raise _fail(str(exc)) from None
-        finally:
-            store.close()
-    else:
-        req = decode_pb2.AssociationRequest(
-            campaign_id=campaign_id,
-            first_candidates=first,
-            second_candidates=second,
-            confidence=confidence,
-            max_values=max_values,
-        )
-        msg = _rpc(_analyst(server).EstimateAssociation, req)
+            ),
+            campaign_id,
+        ),
+        lambda: _rpc(
+            _analyst(server).EstimateAssociation,
+            decode_pb2.AssociationRequest(
+                campaign_id=campaign_id,
+                first_candidates=first,
+                second_candidates=second,
+                confidence=confidence,
+                max_values=max_values,
+            ),
+        ),
+    )
     if as_json:
         sys.stdout.write(json.dumps(association_response_to_dict(msg), indent=2) + "\n")
     else:

@@ -302,6 +302,12 @@ def test_estimate_association_rpc_and_cli(running: Running, tmp_path: Path) -> N
     assert doc["independence"]["p_value"] < 1e-6 and len(doc["joint"]) == len(resp.row_labels)
     table = CliRunner().invoke(app, ["associate", "pair", "--server", running.server.target])
     assert table.exit_code == 0 and "independence" in table.output
+    # The same from the database file, read directly (read-only, beside the running server).
+    local = CliRunner().invoke(app, ["associate", "pair", "--json", "--db", str(tmp_path / "ldp.sqlite3")])
+    assert local.exit_code == 0, local.output
+    assert json.loads(local.output)["joint"] == doc["joint"]
+    missing = CliRunner().invoke(app, ["associate", "nope", "--db", str(tmp_path / "ldp.sqlite3")])
+    assert missing.exit_code != 0 and "nope" in missing.output
     # GetEstimate of a paired campaign answers with the report count only.
     from ldp_client._proto.ldp.v1 import estimates_pb2
 
