@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,6 +56,9 @@ from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES, MultidimParams, NumericParams
 from ldp_client.params import make_params
 from simulations.populations import NumericPopulation, parse_numeric_population
+
+if TYPE_CHECKING:
+    from simulations.runners import AggregatorSession
 
 __all__ = [
     "NUMERIC_FORMAT",
@@ -272,7 +275,7 @@ def _estimate_over_grpc(
     params: NumericParams,
     rng: np.random.Generator,
     progress: ProgressFn | None,
-    session: tuple[str, Any],
+    session: AggregatorSession,
     repeat: int,
 ) -> tuple[Sequence[Any], NDArray[np.float64], NDArray[np.float64]]:
     """grpc mode: a campaign on the aggregator, the columns submitted as batches, Analyst.GetEstimate read.
@@ -287,13 +290,12 @@ def _estimate_over_grpc(
     from simulations.runners import (
         _RPC_TIMEOUT_S,
         SimulationError,
-        _collector,
         _rpc_error,
         _submit,
         get_estimate_checked,
     )
 
-    target, analyst = session
+    target, analyst = session.target, session.analyst
     # A fresh in-process aggregator has no campaigns; a shared one needs unique ids.
     suffix = f"-r{repeat}" if config.server is None else f"-{uuid.uuid4().hex[:16]}-r{repeat}"
     campaign_id = config.campaign_id + suffix
@@ -308,7 +310,7 @@ def _estimate_over_grpc(
         analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=campaign), timeout=_RPC_TIMEOUT_S)
     except grpc.RpcError as exc:
         raise _rpc_error("CreateCampaign", target, exc) from None
-    stub = _collector(target)
+    stub = session.collector
     accepted = 0
     batch_index = 0
 

@@ -947,9 +947,18 @@ def _task_sizes(n: int, per_task: int) -> list[int]:
     return [per_task] * full + ([rest] if rest else [])
 
 
+@dataclass(frozen=True, kw_only=True)
+class AggregatorSession:
+    """The aggregator a grpc-mode simulation reports to: its address and stubs on one open channel."""
+
+    target: str
+    analyst: Any  # services_pb2_grpc.AnalystStub
+    collector: Any  # services_pb2_grpc.CollectorStub
+
+
 @contextlib.contextmanager
-def aggregator_session(server: str | None) -> Iterator[tuple[str, Any]]:
-    """(target, Analyst stub) of the aggregator a grpc-mode simulation reports to.
+def aggregator_session(server: str | None) -> Iterator[AggregatorSession]:
+    """The aggregator a grpc-mode simulation reports to (closed, and stopped if started here, on exit).
 
     ``server`` None starts an in-process aggregator on a fresh SQLite file in a temporary directory (both
     gone on exit); otherwise ``HOST:PORT`` of a running one. Waits until the channel is ready.
@@ -980,7 +989,11 @@ def aggregator_session(server: str | None) -> Iterator[tuple[str, Any]]:
             raise SimulationError(
                 f"cannot connect to the aggregator at {target} (waited {_CONNECT_TIMEOUT_S:g} s)"
             ) from None
-        yield target, services_pb2_grpc.AnalystStub(channel)
+        yield AggregatorSession(
+            target=target,
+            analyst=services_pb2_grpc.AnalystStub(channel),
+            collector=services_pb2_grpc.CollectorStub(channel),
+        )
 
 
 def _run_grpc(
@@ -997,7 +1010,8 @@ def _run_grpc(
     labels = prep.value_labels if isinstance(params, RapporParams) else ()
     outcomes: list[_Outcome] = []
     with contextlib.ExitStack() as stack:
-        target, analyst = stack.enter_context(aggregator_session(cfg.server))
+        session = stack.enter_context(aggregator_session(cfg.server))
+        target, analyst = session.target, session.analyst
         pool = stack.enter_context(
             ProcessPoolExecutor(max_workers=cfg.workers, mp_context=multiprocessing.get_context("spawn"))
         )
