@@ -3,11 +3,18 @@
 Every error the library raises on purpose derives from :class:`LdpError`. Validation errors also derive
 from :class:`ValueError` and lookup errors from :class:`LookupError`, so callers that already catch the
 built-in families keep working. Messages name the field, the offending value and what is allowed.
+
+Every value an error message echoes goes through :func:`shown`, which cuts it to about
+:data:`MAX_SHOWN_CHARS` characters: a client-supplied id of a megabyte must not come back as a megabyte
+of error message (which a gRPC client with default limits would not even receive).
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 __all__ = [
+    "MAX_SHOWN_CHARS",
     "BudgetExceededError",
     "CampaignClosedError",
     "CampaignExistsError",
@@ -19,7 +26,29 @@ __all__ = [
     "PrivacyQuantizationWarning",
     "StateFileError",
     "StoreUnavailableError",
+    "shown",
 ]
+
+#: About how many characters of an echoed value an error message shows.
+MAX_SHOWN_CHARS: Final = 64
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, at most about :data:`MAX_SHOWN_CHARS` characters.
+
+    A longer value is cut and followed by ``... (N chars)`` (or items, or bytes), N being its full length,
+    so the message still says what was sent without repeating it whole.
+    """
+    if isinstance(value, str | bytes | bytearray) and len(value) > MAX_SHOWN_CHARS:
+        unit = "chars" if isinstance(value, str) else "bytes"
+        return f"{value[:MAX_SHOWN_CHARS]!r}... ({len(value)} {unit})"
+    if isinstance(value, list | tuple) and len(value) > 8:
+        head = repr(value[:8])
+        return f"{head[:MAX_SHOWN_CHARS]}... ({len(value)} items)"
+    text = repr(value)
+    if len(text) > MAX_SHOWN_CHARS + 16:
+        return f"{text[:MAX_SHOWN_CHARS]}... ({len(text)} chars)"
+    return text
 
 
 class LdpError(Exception):
@@ -33,7 +62,7 @@ class InvalidParameterError(LdpError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r} is invalid: allowed {allowed}")
+        super().__init__(f"{field}={shown(value)} is invalid: allowed {allowed}")
 
 
 class DomainError(LdpError, ValueError):
@@ -43,7 +72,7 @@ class DomainError(LdpError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r} is not in the domain: allowed {allowed}")
+        super().__init__(f"{field}={shown(value)} is not in the domain: allowed {allowed}")
 
 
 class InvalidReportError(LdpError, ValueError):
@@ -53,7 +82,7 @@ class InvalidReportError(LdpError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r} is invalid: allowed {allowed}")
+        super().__init__(f"{field}={shown(value)} is invalid: allowed {allowed}")
 
 
 class CampaignNotFoundError(LdpError, LookupError):
@@ -61,7 +90,7 @@ class CampaignNotFoundError(LdpError, LookupError):
 
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
-        super().__init__(f"campaign_id={campaign_id!r} does not exist")
+        super().__init__(f"campaign_id={shown(campaign_id)} does not exist")
 
 
 class CampaignExistsError(LdpError):
@@ -69,7 +98,7 @@ class CampaignExistsError(LdpError):
 
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
-        super().__init__(f"campaign_id={campaign_id!r} already exists")
+        super().__init__(f"campaign_id={shown(campaign_id)} already exists")
 
 
 class CampaignClosedError(LdpError):
@@ -77,7 +106,7 @@ class CampaignClosedError(LdpError):
 
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
-        super().__init__(f"campaign_id={campaign_id!r} is closed and accepts no more reports")
+        super().__init__(f"campaign_id={shown(campaign_id)} is closed and accepts no more reports")
 
 
 class StoreUnavailableError(LdpError):
