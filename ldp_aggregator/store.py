@@ -25,11 +25,27 @@ Durability model (see DESIGN.md, "Storage and durability"):
   loudly instead of silently diverging.
 
 Nothing here stores an IP address, a client identifier or any other per-device metadata: a batch row is
-(campaign, client-chosen batch id, report count, server receive time).
+(campaign, client-chosen batch id, report count, server receive time). Batch ids and report ids share one
+namespace per campaign (the wire contract): a single report is stored under its report id, like a batch.
 
 Access tokens (schema version 2) live in the same file, in a ``tokens`` table that is never joined with
-reports: (id, role, name, SHA-256 of the token, created, revoked). The token itself is never stored. The
-module functions :func:`add_token`, :func:`revoke_token`, :func:`list_tokens` and :func:`purge_raw_file`
+reports: (id, role, name, SHA-256 of the token, created, revoked, and since version 3 the campaigns a
+token is limited to). The token itself is never stored. Once a token has been added, the ``meta`` row
+``auth_required`` stays set for good (version 3): revoking every token never switches authentication off.
+
+Files are private: the database, its WAL and shared-memory files and the lock file are created with mode
+0600 (SQLite gives the WAL and shared-memory files the database's mode) and a directory the store creates
+with 0700; an existing file readable by group or others is tightened to 0600 on open (or a warning is
+logged when that is not permitted).
+
+Schema history: version 1 (campaigns, batches, accumulators, raw reports); version 2 adds ``tokens``;
+version 3 stores single reports under their plain report id (version 2 used ``"r:" + report_id``, which
+collided with batch ids starting with ``r:``), adds token campaign scopes and ``auth_required``, and lets a
+campaign's accumulator row hold an empty blob while nothing has been summed (creating a large campaign
+then writes a few bytes instead of its whole zero accumulator). Older files are migrated in place by a
+writable Store, in one transaction.
+
+The module functions :func:`add_token`, :func:`revoke_token`, :func:`list_tokens` and :func:`purge_raw_file`
 use their own short connection, so the CLI can run them while a server holds the database: none of
 them touches state a :class:`Store` mirrors in memory (a server reads tokens with
 :meth:`Store.list_tokens`, from the database, on every refresh).
@@ -40,9 +56,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -61,6 +79,7 @@ from ldp_client.errors import (
     InvalidReportError,
     LdpError,
     StoreUnavailableError,
+    shown,
 )
 
 __all__ = [
@@ -76,6 +95,7 @@ __all__ = [
     "SubmitOutcome",
     "TokenRecord",
     "add_token",
+    "auth_required_file",
     "list_tokens",
     "purge_raw_file",
     "revoke_token",
@@ -83,11 +103,11 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Version of the on-disk schema this code writes. Version 1 files (no ``tokens`` table) are migrated in
-#: place when a writable Store opens them (read as they are when opened read-only); others are refused.
-SCHEMA_VERSION: Final = 2
+#: Version of the on-disk schema this code writes. Version 1 and 2 files are migrated in place when a
+#: writable Store opens them (read as they are when opened read-only); others are refused.
+SCHEMA_VERSION: Final = 3
 #: Older schema versions this code can migrate from (and read without migrating).
-_MIGRATABLE_VERSIONS: Final = frozenset({"1"})
+_MIGRATABLE_VERSIONS: Final = frozenset({"1", "2"})
 #: Longest campaign id or batch id (characters) the store accepts.
 MAX_ID_LENGTH: Final = 256
 # Rows fetched per round trip by raw_payloads(): each chunk is its own short read transaction, so a slow
@@ -127,15 +147,24 @@ _SCHEMA: Final = (
     )""",
 )
 # Schema version 2: access tokens. Only the SHA-256 of a token is kept (the token is shown once, at
-# creation); nothing links a token to the reports sent with it.
+# creation); nothing links a token to the reports sent with it. Version 3 adds ``campaigns``: NULL for a
+# token valid for every campaign, else a JSON array of the campaign ids it is limited to.
 _TOKENS_SCHEMA: Final = """CREATE TABLE tokens (
     id TEXT PRIMARY KEY,
     role TEXT NOT NULL,
     name TEXT NOT NULL DEFAULT '',
     sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),
     created_unix_ms INTEGER NOT NULL,
-    revoked_unix_ms INTEGER
+    revoked_unix_ms INTEGER,
+    campaigns TEXT
 )"""
+#: ``meta`` key set (to '1') when the first token is added, never cleared: authentication stays on.
+_AUTH_REQUIRED_KEY: Final = "auth_required"
+#: Modes of what the store creates: only the server's user may read reports and token digests.
+_FILE_MODE: Final = 0o600
+_DIR_MODE: Final = 0o700
+# Before schema 3 a single report was stored under "r:" + report_id.
+_LEGACY_REPORT_PREFIX: Final = "r:"
 # Created only when raw retention is on. A rowid table (payloads can be large) read in insertion order.
 _RAW_SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS raw_reports (
@@ -248,6 +277,7 @@ class TokenRecord:
         sha256: SHA-256 digest of the token string (32 bytes).
         created_unix_ms: Creation time, milliseconds since the Unix epoch.
         revoked_unix_ms: Revocation time, or None while the token is valid.
+        campaigns: The campaign ids the token is limited to (distinct, sorted), or None for every campaign.
     """
 
     token_id: str
@@ -256,6 +286,7 @@ class TokenRecord:
     sha256: bytes
     created_unix_ms: int
     revoked_unix_ms: int | None = None
+    campaigns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_id("token_id", self.token_id)
@@ -274,6 +305,14 @@ class TokenRecord:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidParameterError(field, value, "an integer >= 0")
+        if self.campaigns is not None:
+            if isinstance(self.campaigns, str) or not isinstance(self.campaigns, tuple | list | frozenset):
+                raise InvalidParameterError("campaigns", self.campaigns, "a sequence of campaign ids or None")
+            if not self.campaigns:
+                raise InvalidParameterError("campaigns", (), "one campaign id or more (None: every campaign)")
+            for cid in self.campaigns:
+                _check_id("campaigns", cid)
+            object.__setattr__(self, "campaigns", tuple(sorted(set(self.campaigns))))
 
     @property
     def revoked(self) -> bool:
@@ -314,6 +353,27 @@ def _check_id(field: str, value: object) -> None:
 
 def _now_unix_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _make_private(path: Path) -> None:
+    """Remove group and other permissions from ``path`` if it has any (a warning says what was done)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return  # missing (no WAL yet): SQLite will create it with the database file's mode
+    if not mode & 0o077:
+        return
+    private = mode & ~0o077
+    try:
+        os.chmod(path, private)
+    except OSError as exc:
+        _log.warning(
+            "%s has mode %04o: other users may read reports or token digests, and it could not be made"
+            " private (%s); fix it with: chmod %04o %s",
+            path, mode, exc.strerror, private, path,
+        )  # fmt: skip
+    else:
+        _log.warning("%s had mode %04o (readable by other users): changed to %04o", path, mode, private)
 
 
 class _Submission:
@@ -444,6 +504,7 @@ class Store:
             return
         self._lock_fd = self._acquire_file_lock()
         try:
+            self._secure_files()
             self._wconn = self._connect_writer()
             self._has_raw_table = self._init_schema(self._wconn)
             self._load_state(self._wconn)
@@ -482,7 +543,8 @@ class Store:
                 read_only=True,
             )
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # 0700 for the directory the store creates (its parents get the usual mode): it holds reports.
+            Path(path).parent.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
         except OSError as exc:
             raise StoreUnavailableError(f"cannot create the directory of {str(path)!r}: {exc}") from exc
         return cls(
@@ -556,9 +618,13 @@ class Store:
         """
         if not isinstance(record, CampaignRecord):
             raise InvalidParameterError("record", record, "a CampaignRecord")
-        # Built here, outside the writer, so a parameter error surfaces to the caller before any write.
+        # Built here, outside the writer, so a parameter error surfaces to the caller before any write (and
+        # a large accumulator's allocation never holds up the writer's commits of other campaigns). It is
+        # not serialized: the row holds an empty blob until the first batch (schema 3), so creating even a
+        # large campaign writes a few bytes.
         zero = self._zero(record)
-        blob = zero.to_bytes()
+        if zero.n != 0:
+            raise InvalidParameterError("zero_accumulator", zero.n, "an accumulator with n = 0")
 
         def create(conn: sqlite3.Connection) -> None:
             if record.campaign_id in self._campaigns:
@@ -578,11 +644,11 @@ class Store:
                     ),
                 )
                 conn.execute(
-                    "INSERT INTO accumulators (campaign_id, data, n_reports, n_batches) VALUES (?, ?, ?, 0)",
-                    (record.campaign_id, blob, zero.n),
+                    "INSERT INTO accumulators (campaign_id, data, n_reports, n_batches) VALUES (?, ?, 0, 0)",
+                    (record.campaign_id, b""),
                 )
 
-            self._transaction(conn, body, what=f"create campaign {record.campaign_id!r}")
+            self._transaction(conn, body, what=f"create campaign {shown(record.campaign_id)}")
             with self._state_lock:
                 self._campaigns[record.campaign_id] = record
                 self._acc[record.campaign_id] = zero
@@ -623,7 +689,7 @@ class Store:
             self._transaction(
                 conn,
                 lambda: conn.execute("UPDATE campaigns SET closed = 1 WHERE id = ?", (campaign_id,)),
-                what=f"close campaign {campaign_id!r}",
+                what=f"close campaign {shown(campaign_id)}",
             )
             with self._state_lock:
                 self._campaigns[campaign_id] = dataclasses.replace(record, closed=True)
@@ -802,6 +868,15 @@ class Store:
         with self._reader() as conn:
             return _select_tokens(conn)
 
+    def auth_required(self) -> bool:
+        """Whether a token was ever added to this database: then every call needs one, for good.
+
+        Persisted (the ``auth_required`` meta row, set with the first token), so that revoking every token
+        and restarting never switches authentication off.
+        """
+        with self._reader() as conn:
+            return _auth_required(conn)
+
     def stats(self) -> StoreStats:
         """Counters since open."""
         with self._cv:
@@ -838,6 +913,22 @@ class Store:
                 " only one writer may own it"
             ) from exc
         return fd
+
+    def _secure_files(self) -> None:
+        """Create the database file with mode 0600 if missing; tighten existing files others can read.
+
+        SQLite creates the WAL and shared-memory files with the database file's mode, so a private
+        database file keeps them private too.
+        """
+        if sys.platform == "win32":  # pragma: no cover - POSIX modes only
+            return
+        try:
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        except OSError as exc:
+            raise StoreUnavailableError(f"cannot open database file {str(self._path)!r}: {exc}") from exc
+        os.close(fd)
+        for suffix in ("", "-wal", "-shm", ".lock"):
+            _make_private(Path(f"{self._path}{suffix}"))
 
     def _release_file_lock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -891,12 +982,11 @@ class Store:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            elif self._check_version(conn, tables, where) in _MIGRATABLE_VERSIONS:
-                # 1 -> 2: add the tokens table. In the same transaction as the version bump, so a crash
-                # leaves either a complete version 1 or a complete version 2 file.
-                _log.info("migrating %s from schema_version 1 to %d", where, SCHEMA_VERSION)
-                if "tokens" not in tables:
-                    conn.execute(_TOKENS_SCHEMA)
+            elif (found := self._check_version(conn, tables, where)) in _MIGRATABLE_VERSIONS:
+                # In the same transaction as the version bump, so a crash leaves either the complete old
+                # file or the complete new one.
+                _log.info("migrating %s from schema_version %s to %d", where, found, SCHEMA_VERSION)
+                _migrate_to_current(conn, tables, where)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             if self._retain_raw:
                 for stmt in _RAW_SCHEMA:
@@ -968,7 +1058,8 @@ class Store:
             if data is None:
                 raise StoreUnavailableError(f"campaign {cid!r} has no accumulator row in {str(self._path)!r}")
             try:
-                acc = self._decode(record, bytes(data))
+                # An empty blob: nothing summed yet (schema 3 writes no zero accumulator at creation).
+                acc = self._zero(record) if len(data) == 0 else self._decode(record, bytes(data))
             except Exception as exc:
                 raise StoreUnavailableError(
                     f"cannot decode the accumulator of campaign {cid!r}: {exc}"
@@ -1195,7 +1286,7 @@ class Store:
             _log.warning("store commit of %d batch(es) failed: %s", len(subs), reason)
             for s in subs:
                 err = StoreUnavailableError(
-                    f"could not commit batch {s.batch_id!r} of campaign {s.campaign_id!r} to"
+                    f"could not commit batch {shown(s.batch_id)} of campaign {shown(s.campaign_id)} to"
                     f" {str(self._path)!r}: {reason}; nothing was stored, retry later"
                 )
                 err.__cause__ = exc
@@ -1218,6 +1309,154 @@ class Store:
                 s.future.set_exception(outcome)
 
 
+# ---------------------------------------------------------------------------------------------- migration
+
+
+def _migrate_to_current(conn: sqlite3.Connection, tables: set[str], where: str) -> None:
+    """Bring a schema 1 or 2 file to the current version (inside the caller's transaction)."""
+    if "tokens" not in tables:  # 1 -> 2
+        conn.execute(_TOKENS_SCHEMA)
+    else:  # 2 -> 3: token scopes; a file that ever had a token keeps authentication on
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(tokens)")}
+        if "campaigns" not in columns:
+            conn.execute("ALTER TABLE tokens ADD COLUMN campaigns TEXT")
+        if conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None:
+            _set_auth_required(conn)
+    renamed, aliased = _migrate_report_keys(conn, has_raw="raw_reports" in tables)
+    if renamed or aliased:
+        _log.info(
+            "%s: %d single report(s) moved from 'r:<report id>' to '<report id>'; %d key(s) without a"
+            " retained payload kept under both spellings (a retry of either is a duplicate)",
+            where, renamed, aliased,
+        )  # fmt: skip
+
+
+def _proto_string_field_2(payload: bytes) -> str | None:
+    """Field 2 of a serialized message (``Report.report_id`` or ``ReportBatch.batch_id``), or None.
+
+    A minimal walk over the protobuf wire format, so the migration needs no message class and treats a
+    Report and a ReportBatch alike (both keep their id in field 2).
+    """
+
+    def varint(i: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            if i >= len(payload) or shift > 63:
+                raise ValueError("truncated varint")
+            byte = payload[i]
+            value |= (byte & 0x7F) << shift
+            i, shift = i + 1, shift + 7
+            if not byte & 0x80:
+                return value, i
+
+    i = 0
+    try:
+        while i < len(payload):
+            key, i = varint(i)
+            field, wire_type = key >> 3, key & 7
+            if wire_type == 0:
+                _, i = varint(i)
+            elif wire_type == 1:
+                i += 8
+            elif wire_type == 5:
+                i += 4
+            elif wire_type == 2:
+                length, i = varint(i)
+                if i + length > len(payload):
+                    return None
+                if field == 2:
+                    return payload[i : i + length].decode("utf-8")
+                i += length
+            else:
+                return None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _migrate_report_keys(conn: sqlite3.Connection, *, has_raw: bool) -> tuple[int, int]:
+    """Schema 2 -> 3: single reports stored as ``"r:" + report_id`` move to their plain report id.
+
+    A key ``r:X`` of one report was either report ``X`` or a batch whose id is ``r:X``. The retained raw
+    payload says which (its field 2 is the id the client sent); such reports are renamed to ``X``, in
+    ``batches`` and ``raw_reports``, unless ``X`` is already taken. Without a payload (retention off or
+    purged) the key is kept and ``X`` is added beside it (0 reports), so that a retry of either is still
+    recognised as a duplicate and nothing acknowledged is ever counted twice. Returns (renamed, aliased).
+    """
+    conn.execute(
+        "CREATE TEMP TABLE legacy_keys (campaign_id TEXT NOT NULL, batch_id TEXT NOT NULL,"
+        " PRIMARY KEY (campaign_id, batch_id)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "CREATE TEMP TABLE legacy_reports (campaign_id TEXT NOT NULL, batch_id TEXT NOT NULL,"
+        " PRIMARY KEY (campaign_id, batch_id)) WITHOUT ROWID"
+    )
+    conn.execute("CREATE TEMP TABLE legacy_batches (campaign_id TEXT NOT NULL, batch_id TEXT NOT NULL)")
+    try:
+        conn.execute(
+            "INSERT INTO temp.legacy_keys SELECT campaign_id, batch_id FROM batches"
+            " WHERE substr(batch_id, 1, 2) = ? AND length(batch_id) > 2 AND n_reports = 1",
+            (_LEGACY_REPORT_PREFIX,),
+        )
+        if has_raw:
+            # CROSS JOIN keeps raw_reports as the outer loop: one pass over it, a key lookup per row.
+            rows = conn.execute(
+                "SELECT r.campaign_id, r.batch_id, r.payload FROM raw_reports AS r"
+                " CROSS JOIN temp.legacy_keys AS k"
+                " ON k.campaign_id = r.campaign_id AND k.batch_id = r.batch_id"
+            )
+            reports: list[tuple[str, str]] = []
+            batches: list[tuple[str, str]] = []
+            for cid, bid, payload in rows:
+                sent_id = _proto_string_field_2(bytes(payload))
+                if sent_id == bid[len(_LEGACY_REPORT_PREFIX) :]:
+                    reports.append((cid, bid))
+                elif sent_id == bid:
+                    batches.append((cid, bid))
+                if len(reports) + len(batches) >= _IN_LIST_CHUNK:
+                    _flush_legacy(conn, reports, batches)
+            _flush_legacy(conn, reports, batches)
+        renamed = conn.execute(
+            "UPDATE OR IGNORE batches SET batch_id = substr(batch_id, 3)"
+            " WHERE (campaign_id, batch_id) IN (SELECT campaign_id, batch_id FROM temp.legacy_reports)"
+        ).rowcount
+        if has_raw:
+            # Only where the batch row moved (its old key is gone): a conflicting id keeps both as they were.
+            conn.execute(
+                "UPDATE raw_reports SET batch_id = substr(batch_id, 3)"
+                " WHERE (campaign_id, batch_id) IN (SELECT campaign_id, batch_id FROM temp.legacy_reports)"
+                " AND NOT EXISTS (SELECT 1 FROM batches AS b"
+                " WHERE b.campaign_id = raw_reports.campaign_id AND b.batch_id = raw_reports.batch_id)"
+            )
+        aliased = conn.execute(
+            "INSERT OR IGNORE INTO batches (campaign_id, batch_id, n_reports, received_unix_ms)"
+            " SELECT b.campaign_id, substr(b.batch_id, 3), 0, b.received_unix_ms"
+            " FROM temp.legacy_keys AS k JOIN batches AS b"
+            " ON b.campaign_id = k.campaign_id AND b.batch_id = k.batch_id"
+            " WHERE NOT EXISTS (SELECT 1 FROM temp.legacy_reports AS r"
+            "  WHERE r.campaign_id = k.campaign_id AND r.batch_id = k.batch_id)"
+            " AND NOT EXISTS (SELECT 1 FROM temp.legacy_batches AS x"
+            "  WHERE x.campaign_id = k.campaign_id AND x.batch_id = k.batch_id)"
+        ).rowcount
+    finally:
+        for table in ("legacy_keys", "legacy_reports", "legacy_batches"):
+            conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    return renamed, aliased
+
+
+def _flush_legacy(
+    conn: sqlite3.Connection, reports: list[tuple[str, str]], batches: list[tuple[str, str]]
+) -> None:
+    conn.executemany("INSERT OR IGNORE INTO temp.legacy_reports VALUES (?, ?)", reports)
+    conn.executemany("INSERT INTO temp.legacy_batches VALUES (?, ?)", batches)
+    reports.clear()
+    batches.clear()
+
+
+def _set_auth_required(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (_AUTH_REQUIRED_KEY,))
+
+
 # ---------------------------------------------------------------------------------------------- maintenance
 # Token and retention maintenance from another process (the CLI) while a server may hold the database.
 # Safe alongside a running Store: WAL lets a second connection write (each call is one short BEGIN
@@ -1227,24 +1466,58 @@ class Store:
 _TOKEN_COLUMNS: Final = "id, role, name, sha256, created_unix_ms, revoked_unix_ms"
 
 
+def _scope_from_column(token_id: str, text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    try:
+        ids = json.loads(text)
+    except ValueError:
+        ids = None
+    if not isinstance(ids, list) or not ids or not all(isinstance(c, str) and c for c in ids):
+        # Fail closed: a scope that cannot be read limits the token to no campaign at all.
+        _log.warning("token %s has an unreadable campaign scope; it is refused for every campaign", token_id)
+        return ()
+    return tuple(ids)
+
+
 def _select_tokens(conn: sqlite3.Connection) -> list[TokenRecord]:
     has_table = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tokens'"
     ).fetchone()
     if has_table is None:
         return []
-    rows = conn.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_unix_ms, id").fetchall()
-    return [
-        TokenRecord(
+    has_scope = any(row[1] == "campaigns" for row in conn.execute("PRAGMA table_info(tokens)"))
+    scope = "campaigns" if has_scope else "NULL"  # a version 2 file opened read-only has no scopes
+    rows = conn.execute(
+        f"SELECT {_TOKEN_COLUMNS}, {scope} FROM tokens ORDER BY created_unix_ms, id"
+    ).fetchall()
+    records = []
+    for tid, role, name, digest, created, revoked, campaigns in rows:
+        scope_ids = _scope_from_column(tid, campaigns)
+        record = TokenRecord(
             token_id=tid,
             role=role,
             name=name,
             sha256=bytes(digest),
             created_unix_ms=created,
             revoked_unix_ms=revoked,
+            campaigns=scope_ids or None,
         )
-        for tid, role, name, digest, created, revoked in rows
-    ]
+        if scope_ids == ():  # unreadable (see above): an empty scope, which no campaign passes
+            object.__setattr__(record, "campaigns", ())
+        records.append(record)
+    return records
+
+
+def _auth_required(conn: sqlite3.Connection) -> bool:
+    """Whether a token was ever added: the ``auth_required`` meta row, or any token row (valid or not)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_AUTH_REQUIRED_KEY,)).fetchone()
+    if row is not None and row[0] == "1":
+        return True
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tokens'"
+    ).fetchone()
+    return has_table is not None and conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None
 
 
 @contextlib.contextmanager
@@ -1285,11 +1558,12 @@ def add_token(path: str | os.PathLike[str], record: TokenRecord) -> None:
     """
     if not isinstance(record, TokenRecord):
         raise InvalidParameterError("record", record, "a TokenRecord")
+    scope = None if record.campaigns is None else json.dumps(list(record.campaigns), ensure_ascii=False)
     with _maintenance_connection(path) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(
-                f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO tokens ({_TOKEN_COLUMNS}, campaigns) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.token_id,
                     record.role,
@@ -1297,12 +1571,15 @@ def add_token(path: str | os.PathLike[str], record: TokenRecord) -> None:
                     record.sha256,
                     record.created_unix_ms,
                     record.revoked_unix_ms,
+                    scope,
                 ),
             )
         except sqlite3.IntegrityError as exc:
             raise InvalidParameterError(
                 "token_id", record.token_id, f"an id and digest not yet stored ({exc})"
             ) from None
+        # In the same transaction: from now on this database needs tokens, even if all are revoked.
+        _set_auth_required(conn)
         conn.execute("COMMIT")
 
 
@@ -1332,6 +1609,12 @@ def list_tokens(path: str | os.PathLike[str]) -> list[TokenRecord]:
     """Every token row of the database file, oldest first (safe while a server holds the database)."""
     with _maintenance_connection(path) as conn:
         return _select_tokens(conn)
+
+
+def auth_required_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a token was ever added to the database file (then authentication stays on for good)."""
+    with _maintenance_connection(path) as conn:
+        return _auth_required(conn)
 
 
 def purge_raw_file(path: str | os.PathLike[str], older_than_unix_ms: int) -> int:

@@ -659,3 +659,147 @@ def test_kill_9_loses_no_acknowledged_batch(db: Path) -> None:
             assert s.batch_count(worker.CAMPAIGN) == len(rows)
             payloads = list(s.raw_payloads(worker.CAMPAIGN))
             assert sorted(payloads) == sorted(bid.encode() for bid in committed)
+
+
+# ---------------------------------------------------------------------------------------------- issue 13
+
+
+def test_files_are_created_private_and_existing_ones_tightened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    old_umask = os.umask(0o022)  # the usual umask: files would otherwise be 0644, directories 0755
+    try:
+        db = tmp_path / "new-dir" / "ldp.sqlite3"
+        with open_store(db) as s:
+            s.create_campaign(record("a"))
+            submit(s, "a", "b1").result(10)
+            modes = {p.name: p.stat().st_mode & 0o777 for p in db.parent.iterdir()}
+        assert db.parent.stat().st_mode & 0o777 == 0o700
+        assert {"ldp.sqlite3", "ldp.sqlite3-wal", "ldp.sqlite3-shm", "ldp.sqlite3.lock"} <= set(modes)
+        assert set(modes.values()) == {0o600}, {k: oct(v) for k, v in modes.items()}
+        # Files an older version left world-readable are made private on the next open, with a warning.
+        for name in ("ldp.sqlite3", "ldp.sqlite3.lock"):
+            (db.parent / name).chmod(0o644)
+        caplog.set_level("WARNING", logger="ldp_aggregator.store")
+        with open_store(db):
+            pass
+        for name in ("ldp.sqlite3", "ldp.sqlite3.lock"):
+            assert (db.parent / name).stat().st_mode & 0o777 == 0o600, name
+        assert any("0644" in r.getMessage() and "0600" in r.getMessage() for r in caplog.records)
+    finally:
+        os.umask(old_umask)
+
+
+def test_a_new_campaign_stores_no_zero_accumulator(db: Path) -> None:
+    """Creating a campaign writes an empty blob (nothing summed yet), not its whole zero accumulator."""
+    with open_store(db) as s:
+        s.create_campaign(record("a"))
+        s.create_campaign(record("b"))
+        submit(s, "b", "x", n=4).result(10)
+    with sqlite3.connect(db) as conn:
+        blobs = dict(conn.execute("SELECT campaign_id, length(data) FROM accumulators"))
+    assert blobs["a"] == 0 and blobs["b"] > 0
+    with open_store(db) as s:  # the empty row reads back as the zero accumulator
+        assert s.accumulator("a") == FakeAccumulator()
+        assert s.accumulator("b").n == 4
+        submit(s, "a", "y", n=2).result(10)
+        assert s.accumulator("a").n == 2
+    ro = open_store(db, read_only=True)
+    try:
+        assert ro.accumulator("a").n == 2
+    finally:
+        ro.close()
+
+
+def _report_payload(report_id: str) -> bytes:
+    from ldp_client._proto.ldp.v1 import reports_pb2
+
+    return reports_pb2.Report(campaign_id="a", report_id=report_id, grr_index=1).SerializeToString()
+
+
+def _batch_payload(batch_id: str) -> bytes:
+    from ldp_client._proto.ldp.v1 import reports_pb2
+
+    msg = reports_pb2.ReportBatch(campaign_id="a", batch_id=batch_id, count=1, grr_indices=b"\1\0\0\0")
+    return msg.SerializeToString()
+
+
+def _as_schema_2(db: Path) -> None:
+    """Turn a current file back into what schema version 2 wrote (keys aside, which the test writes)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE tokens DROP COLUMN campaigns")
+        conn.execute("DELETE FROM meta WHERE key = 'auth_required'")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_schema_2_report_keys_move_to_the_plain_report_id(db: Path) -> None:
+    """Schema 2 stored report X as batch key 'r:X', colliding with a batch whose id is 'r:X'."""
+    with open_store(db) as s:
+        s.create_campaign(record("a"))
+        # What schema 2 wrote: a report "q1" (key r:q1), a batch really named "r:b1", a report whose raw
+        # payload was purged ("r:gone"), a batch of 3 named "r:three", and a report "x" whose plain id
+        # "x" is also a batch (a client broke the one-namespace rule; both stay as they are).
+        submit(s, "a", "r:q1", n=1, payload=_report_payload("q1")).result(10)
+        submit(s, "a", "r:b1", n=1, payload=_batch_payload("r:b1")).result(10)
+        submit(s, "a", "r:gone", n=1).result(10)
+        submit(s, "a", "r:three", n=3, payload=_batch_payload("r:three")).result(10)
+        submit(s, "a", "x", n=1, payload=_batch_payload("x")).result(10)
+        submit(s, "a", "r:x", n=1, payload=_report_payload("x")).result(10)
+    _as_schema_2(db)
+    with open_store(db) as s:
+        keys = {
+            k: s.has_batch("a", k)
+            for k in ("q1", "r:q1", "r:b1", "b1", "gone", "r:gone", "r:three", "three", "x", "r:x")
+        }
+        assert keys == {
+            "q1": True, "r:q1": False,  # the report moved to its own id
+            "r:b1": True, "b1": False,  # the batch kept its id
+            "gone": True, "r:gone": True,  # unknown: both spellings stay taken (retries are duplicates)
+            "r:three": True, "three": False,  # a batch of 3 is never a report
+            "x": True, "r:x": True,  # conflict: nothing renamed
+        }  # fmt: skip
+        assert s.accumulator("a").n == 8 and s.batch_count("a") == 6  # counts untouched
+        assert sorted(s.raw_payloads("a")) == sorted(
+            [
+                _report_payload("q1"), _batch_payload("r:b1"), _batch_payload("r:three"),
+                _batch_payload("x"), _report_payload("x"),
+            ]
+        )  # fmt: skip
+        # The retry of the migrated report is a duplicate; a new batch "r:q1" is new.
+        assert submit(s, "a", "q1", n=1).result(10).duplicate
+        assert not submit(s, "a", "r:q1", n=1).result(10).duplicate
+    with sqlite3.connect(db) as conn:
+        raw_keys = sorted(r[0] for r in conn.execute("SELECT batch_id FROM raw_reports"))
+        assert raw_keys == ["q1", "r:b1", "r:three", "r:x", "x"]
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_schema_2_tokens_gain_scopes_and_auth_stays_on(db: Path) -> None:
+    from ldp_aggregator.auth import Role, new_token_record
+    from ldp_aggregator.store import add_token, list_tokens, revoke_token
+
+    open_store(db).close()
+    _, rec = new_token_record(Role.REPORTER)
+    add_token(db, rec)
+    revoke_token(db, rec.token_id)
+    _as_schema_2(db)  # a version 2 file whose only token is revoked
+    with open_store(db) as s:
+        assert s.auth_required()  # a token existed once: authentication stays on
+        (token,) = s.list_tokens()
+        assert token.revoked and token.campaigns is None
+    _, scoped = new_token_record(Role.REPORTER, campaigns=["b", "a", "b"])
+    add_token(db, scoped)
+    assert [t.campaigns for t in list_tokens(db)] == [None, ("a", "b")]
+    with pytest.raises(InvalidParameterError, match="campaigns"):
+        new_token_record(Role.ANALYST, campaigns=["a"])
+
+
+def test_proto_id_field_walk() -> None:
+    from ldp_aggregator.store import _proto_string_field_2
+
+    assert _proto_string_field_2(_report_payload("q1")) == "q1"
+    assert _proto_string_field_2(_batch_payload("r:b1")) == "r:b1"
+    assert _proto_string_field_2(b"") is None
+    assert _proto_string_field_2(b"\x12\x05ab") is None  # truncated: not a valid string
+    assert _proto_string_field_2(b"\x0b") is None  # a group: not ours
