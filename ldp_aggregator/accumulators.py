@@ -48,6 +48,7 @@ from ldp_aggregator.means import (
 from ldp_aggregator.paired_accumulator import (
     PAIRED_MAGIC,
     PairedAccumulator,
+    _joint_shape,
     check_paired,
     paired_accumulator_for,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "CountAccumulator",
     "accumulator_for",
     "accumulator_from_bytes",
+    "accumulator_nbytes",
     "add_columns",
     "batch_delta",
     "check_matches",
@@ -671,6 +673,29 @@ def accumulator_for(params: MechanismParams) -> Accumulator:
     if cls is SupportCountAccumulator:  # issue 6
         return SupportCountAccumulator.zero(shape[0])
     return BitCountAccumulator.zero(shape[0], shape[1])
+
+
+def accumulator_nbytes(params: MechanismParams) -> int:
+    """About how many bytes a campaign's accumulator takes (in memory and serialized), without building it.
+
+    Its 64-bit counters times 8, plus a small allowance for the headers. The service refuses a campaign
+    whose accumulator would exceed its limit before allocating anything (the largest RAPPOR campaign the
+    parameters allow, k = 4096 and m = 65536, would need 2 GiB).
+    """
+    if isinstance(params, NumericParams):  # a few exact integers per attribute (ldp_aggregator.means)
+        attributes = getattr(params, "d", 1)
+        return 256 + 64 * attributes * (3 + len(params.layout.special_codes))
+    if isinstance(params, PairedParams):  # both sides, and their joint pattern counts when kept
+        joint_shape = _joint_shape(params)
+        joint = 0 if joint_shape is None else joint_shape[0] * joint_shape[1]
+        return accumulator_nbytes(params.first) + accumulator_nbytes(params.second) + 8 * joint + 64
+    cls, shape = _expected_shape(params)
+    cells = 1
+    for size in shape:
+        cells *= size
+    if cls is BitCountAccumulator:
+        cells += shape[0]  # reports per cohort
+    return 8 * cells + 64
 
 
 def check_matches(acc: Accumulator, params: MechanismParams) -> None:

@@ -10,7 +10,9 @@ Tokens
     no per-token secret comparison whose time could depend on the token.
 
 Roles (least privilege; see :data:`METHOD_ROLES`)
-    ``reporter``  devices: ``Collector.*`` (fetch a campaign, submit reports). Nothing else.
+    ``reporter``  devices: ``Collector.*`` (fetch a campaign, submit reports). Nothing else. A reporter
+                  token may be limited to some campaigns (``token create --role reporter --campaign ID``,
+                  repeatable): a call about any other campaign is PERMISSION_DENIED.
     ``analyst``   read: list and get campaigns, estimates, decoding (``Analyst.Decode*``), export.
     ``admin``     everything an analyst may do, plus create and close campaigns.
 
@@ -20,10 +22,12 @@ Roles (least privilege; see :data:`METHOD_ROLES`)
     reveal the service names and whether the server is up, nothing stored).
 
 When is authentication on
-    If the database holds at least one valid token when the server starts, every ``ldp.v1`` call needs one.
-    If it holds none, authentication is off, the server refuses to listen on anything but loopback, and
-    says so in its log. Tokens created while it runs switch authentication on (at the next refresh, within
-    ``token_refresh_s``); revoking every token never switches it off again (fail closed).
+    Once a token has ever been added to the database, every ``ldp.v1`` call needs one, for good: the
+    database records it (:meth:`ldp_aggregator.store.Store.auth_required`), so revoking every token, even
+    across a restart, never switches authentication off again (fail closed; everyone is then refused). A
+    database that never had a token runs with authentication off, and the server then refuses to listen
+    on anything but loopback and says so in its log. Tokens created while it runs switch authentication
+    on (at the next refresh, within ``token_refresh_s``).
 
 Status codes: a missing, malformed, unknown or revoked token is UNAUTHENTICATED (the message never says
 which, nor echoes the token); a valid token of the wrong role is PERMISSION_DENIED.
@@ -42,7 +46,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from ldp_aggregator.store import TokenRecord
-from ldp_client.errors import InvalidParameterError, LdpError
+from ldp_client.errors import InvalidParameterError, LdpError, shown
 
 __all__ = [
     "METHOD_ROLES",
@@ -143,13 +147,30 @@ def token_digest(token: str) -> bytes:
 
 
 def new_token_record(
-    role: Role | str, *, name: str = "", now_unix_ms: int | None = None
+    role: Role | str,
+    *,
+    name: str = "",
+    campaigns: Iterable[str] | None = None,
+    now_unix_ms: int | None = None,
 ) -> tuple[str, TokenRecord]:
-    """A new token and the record to store for it (the token itself is returned once, never stored)."""
+    """A new token and the record to store for it (the token itself is returned once, never stored).
+
+    Args:
+        role: What the token may call.
+        name: Free text for operators.
+        campaigns: Reporter tokens only: the campaign ids the token may report to (None: any campaign).
+    """
     try:
         r = Role(role)
     except ValueError:
         raise InvalidParameterError("role", role, f"one of {', '.join(x.value for x in Role)}") from None
+    scope: tuple[str, ...] | None = None
+    if campaigns is not None:
+        scope = tuple(campaigns)
+        if r is not Role.REPORTER:
+            raise InvalidParameterError(
+                "campaigns", list(scope), f"none for role {r.value!r} (only reporter tokens are scoped)"
+            )
     token = new_token()
     record = TokenRecord(
         token_id="tok_" + secrets.token_hex(6),
@@ -157,17 +178,30 @@ def new_token_record(
         name=name,
         sha256=token_digest(token),
         created_unix_ms=time.time_ns() // 1_000_000 if now_unix_ms is None else now_unix_ms,
+        campaigns=scope,
     )
     return token, record
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Principal:
-    """The caller a valid token identifies (never stored with reports)."""
+    """The caller a valid token identifies (never stored with reports).
+
+    ``campaigns``: the campaign ids a scoped token is limited to, or None for every campaign.
+    """
 
     token_id: str
     role: Role
     name: str
+    campaigns: frozenset[str] | None = None
+
+    def check_campaign(self, campaign_id: str) -> None:
+        """Raises PermissionDeniedError if this token is limited to other campaigns."""
+        if self.campaigns is not None and campaign_id not in self.campaigns:
+            raise PermissionDeniedError(
+                f"token {self.token_id!r} is limited to {len(self.campaigns)} campaign(s) and"
+                f" {shown(campaign_id)} is not one of them"
+            )
 
 
 def _bearer(metadata: Iterable[tuple[str, Any]] | None) -> str:
@@ -191,8 +225,10 @@ class Authenticator:
     """Checks the token and role of each call against the valid tokens it was last given.
 
     Args:
-        tokens: The stored token records (valid and revoked); authentication is required iff one is valid.
-        required: Force authentication on even with no valid token (every call then fails).
+        tokens: The stored token records (valid and revoked). Any record, even a revoked one, switches
+            authentication on: a token was created, so the database needs tokens from then on.
+        required: Force authentication on even with no token (every call then fails); the server passes
+            the database's persisted ``auth_required``.
     """
 
     def __init__(self, tokens: Iterable[TokenRecord] = (), *, required: bool = False) -> None:
@@ -212,9 +248,9 @@ class Authenticator:
 
     def load(self, tokens: Iterable[TokenRecord]) -> bool:
         """Replace the known tokens; returns True if authentication was just switched on."""
-        by_digest = {t.sha256: t for t in tokens if not t.revoked}
-        self._by_digest = by_digest
-        if by_digest and not self._required:
+        records = list(tokens)
+        self._by_digest = {t.sha256: t for t in records if not t.revoked}
+        if records and not self._required:
             self._required = True
             return True
         return False
@@ -232,7 +268,8 @@ class Authenticator:
         record = self._by_digest.get(digest)
         if record is None or not hmac.compare_digest(record.sha256, digest):
             raise UnauthenticatedError("invalid or revoked access token")
-        return Principal(token_id=record.token_id, role=Role(record.role), name=record.name)
+        scope = None if record.campaigns is None else frozenset(record.campaigns)
+        return Principal(token_id=record.token_id, role=Role(record.role), name=record.name, campaigns=scope)
 
     def check(self, method: str, metadata: Iterable[tuple[str, Any]] | None) -> Principal | None:
         """Authenticate and authorize one call; returns the caller (None: public RPC or auth off).

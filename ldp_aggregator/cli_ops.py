@@ -2,9 +2,10 @@
 
 Registered on the ``ldp-aggregator`` Typer app by :mod:`ldp_aggregator.cli`:
 
-* ``token create --role reporter|analyst|admin [--name N] --db PATH`` prints a new token ONCE (only its
-  SHA-256 is stored); ``token list --db PATH``; ``token revoke ID --db PATH``. They work whether or not a
-  server holds the database; a running server picks changes up within its ``token_refresh_s``.
+* ``token create --role reporter|analyst|admin [--name N] [--campaign ID ...] --db PATH`` prints a new
+  token ONCE (only its SHA-256 is stored); ``--campaign`` (repeatable, reporter tokens only) limits the
+  token to those campaigns; ``token list --db PATH``; ``token revoke ID --db PATH``. They work whether
+  or not a server holds the database; a running server picks changes up within its ``token_refresh_s``.
 * ``purge --older-than 30d --db PATH`` deletes raw reports received before then (accumulators, batch
   ids and estimates are kept).
 * ``campaign close ID`` (admin token) and ``campaign export ID [--json] [--db PATH]`` (analyst).
@@ -78,22 +79,40 @@ def token_create(
         str, typer.Option(help="reporter (submit), analyst (read, decode) or admin (also manage).")
     ],
     name: Annotated[str, typer.Option(help="Who or what uses it (free text).")] = "",
+    campaign: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--campaign",
+            help="Reporter tokens: limit the token to this campaign id (repeat for several).",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
-    as_json: Annotated[bool, typer.Option("--json", help="Print {id, role, token} as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {id, role, campaigns, token} as JSON.")
+    ] = False,
 ) -> None:
     """Create a token and print it once: it cannot be shown again (only its SHA-256 is stored)."""
     if role not in {r.value for r in Role}:
         raise _fail(f"--role {role!r}: allowed {', '.join(r.value for r in Role)}")
+    if campaign and role != Role.REPORTER.value:
+        raise _fail(f"--campaign: only for --role reporter (a {role} token cannot be limited to campaigns)")
     _prepare_db(db, create=True)
     try:
-        token, record = new_token_record(role, name=name)
+        token, record = new_token_record(role, name=name, campaigns=campaign or None)
         add_token(db, record)
     except LdpError as exc:
         raise _fail(str(exc)) from None
+    scope = None if record.campaigns is None else list(record.campaigns)
     if as_json:
-        sys.stdout.write(json.dumps({"id": record.token_id, "role": record.role, "token": token}) + "\n")
+        doc = {"id": record.token_id, "role": record.role, "campaigns": scope, "token": token}
+        sys.stdout.write(json.dumps(doc) + "\n")
         return
-    out.print(f"token id: {record.token_id}   role: {record.role}" + (f"   name: {name}" if name else ""))
+    out.print(
+        f"token id: {record.token_id}   role: {record.role}"
+        + (f"   name: {name}" if name else "")
+        + (f"   campaigns: {', '.join(scope)}" if scope is not None else "")
+    )
     out.print("token (shown once; store it now, it cannot be recovered):")
     sys.stdout.write(token + "\n")
 
@@ -106,13 +125,14 @@ def token_list(db: DbOpt = DEFAULT_DB) -> None:
         tokens = list_tokens(db)
     except LdpError as exc:
         raise _fail(str(exc)) from None
-    table = Table("id", "role", "name", "created (UTC)", "revoked (UTC)")
+    table = Table("id", "role", "campaigns", "name", "created (UTC)", "revoked (UTC)")
 
     def when(ms: int | None) -> str:
         return "" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
 
     for t in tokens:
-        table.add_row(t.token_id, t.role, t.name, when(t.created_unix_ms), when(t.revoked_unix_ms))
+        scope = "all" if t.campaigns is None else ", ".join(t.campaigns)
+        table.add_row(t.token_id, t.role, scope, t.name, when(t.created_unix_ms), when(t.revoked_unix_ms))
     out.print(table)
 
 

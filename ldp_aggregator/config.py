@@ -23,6 +23,17 @@ Example (every key optional; relative paths are relative to the file's directory
     burst_s = 1.0
     max_batch_reports = 1000000
     max_candidates = 10000
+    max_accumulator_bytes = 134217728  # largest accumulator of a new campaign (128 MiB)
+    failed_auth_per_s = 1.0          # calls without a valid token per client address; 0 = unlimited
+    failed_auth_burst = 20
+
+    [connections]
+    max_connections = 1000           # lowered to the open-file limit minus a reserve if that is smaller
+    max_concurrent_streams = 100     # calls in flight per connection
+    max_concurrent_rpcs = 10000      # calls in flight in all
+    handshake_timeout_s = 10.0       # a connection that has not completed its handshake is closed
+    idle_timeout_s = 300.0           # a connection without calls for this long is closed
+    keepalive_s = 60.0               # keepalive pings during calls
 
     [log]
     format = "json"                  # or "text"
@@ -71,6 +82,15 @@ _TYPES: Final[Mapping[str, tuple[type, ...]]] = {
     "burst_s": (int, float),
     "max_batch_reports": (int,),
     "max_candidates": (int,),
+    "max_accumulator_bytes": (int,),
+    "failed_auth_per_s": (int, float),
+    "failed_auth_burst": (int,),
+    "max_connections": (int,),
+    "max_concurrent_streams": (int,),
+    "max_concurrent_rpcs": (int,),
+    "handshake_timeout_s": (int, float),
+    "idle_timeout_s": (int, float),
+    "keepalive_s": (int, float),
     "log_format": (str,),
     "log_level": (str,),
 }
@@ -79,11 +99,34 @@ SETTING_KEYS: Final = tuple(_TYPES)
 _TABLES: Final[Mapping[str, Mapping[str, str]]] = {
     "tls": {"cert": "tls_cert", "key": "tls_key", "client_ca": "tls_client_ca"},
     "limits": {
-        k: k for k in ("requests_per_s", "reports_per_s", "burst_s", "max_batch_reports", "max_candidates")
+        k: k
+        for k in (
+            "requests_per_s",
+            "reports_per_s",
+            "burst_s",
+            "max_batch_reports",
+            "max_candidates",
+            "max_accumulator_bytes",
+            "failed_auth_per_s",
+            "failed_auth_burst",
+        )
+    },
+    "connections": {
+        k: k
+        for k in (
+            "max_connections",
+            "max_concurrent_streams",
+            "max_concurrent_rpcs",
+            "handshake_timeout_s",
+            "idle_timeout_s",
+            "keepalive_s",
+        )
     },
     "log": {"format": "log_format", "level": "log_level"},
 }
 _LIMIT_KEYS: Final = frozenset(_TABLES["limits"].values())
+# Keys that live in a table of the file, never at its top level.
+_TABLE_KEYS: Final = frozenset(k for table in _TABLES.values() for k in table.values())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,14 +152,13 @@ def _flatten(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
                         f"{source}: {key}.{sub}", sub_value, f"a known key ({allowed})"
                     )
                 flat[name] = sub_value
-        elif key in _TYPES and key not in _LIMIT_KEYS and not key.startswith(("tls_", "log_")):
+        elif key in _TYPES and key not in _TABLE_KEYS:
             flat[key] = value
         else:
-            allowed = ", ".join(
-                [k for k in _TYPES if k not in _LIMIT_KEYS and not k.startswith(("tls_", "log_"))]
-            )
+            allowed = ", ".join([k for k in _TYPES if k not in _TABLE_KEYS])
+            tables = ", ".join(f"[{t}]" for t in _TABLES)
             raise InvalidParameterError(
-                f"{source}: {key}", value, f"a known key ({allowed}) or table ([tls], [limits], [log])"
+                f"{source}: {key}", value, f"a known key ({allowed}) or table ({tables})"
             )
     return flat
 

@@ -4,10 +4,14 @@
 that receives the raw request bytes and, in this order,
 
 1. authenticates and authorizes the call (:mod:`ldp_aggregator.auth`): UNAUTHENTICATED, PERMISSION_DENIED;
+   a call without a valid token also counts against its client address's failed-authentication limit,
+   and beyond it gets RESOURCE_EXHAUSTED (with ``ldp-retry-after-ms``) instead;
 2. takes one request from the caller's request bucket (:mod:`ldp_aggregator.ratelimit`): RESOURCE_EXHAUSTED;
 3. parses the message itself, so that bytes that are not a valid message (bad wire format, invalid UTF-8
    in a string) get INVALID_ARGUMENT with a message instead of gRPC's generic deserialization failure;
-4. checks sizes (reports per batch, candidates per request) and takes the batch's reports from the
+4. for a token limited to some campaigns, checks the request's ``campaign_id`` (every message of a
+   stream): PERMISSION_DENIED for any other campaign;
+5. checks sizes (reports per batch, candidates per request) and takes the batch's reports from the
    caller's report bucket: RESOURCE_EXHAUSTED, with ``ldp-retry-after-ms`` trailing metadata when only
    the rate is exceeded;
 
@@ -15,7 +19,8 @@ then calls the servicer. Everything refused here is refused before any decoding 
 work, so it never changes stored state. Status codes come from the same table as the servicers'
 (:func:`ldp_aggregator.service.status_for`), so errors map to codes in one place. Health checking and
 reflection pass through untouched (they need no token). The guard also records per-RPC and rejection
-metrics (:mod:`ldp_aggregator.metrics`); it logs no client address, token or report content.
+metrics (:mod:`ldp_aggregator.metrics`); it logs no client address, token or report content (failed
+authentications are summed up in an ``auth_failures`` warning at most once a minute, as counts only).
 """
 
 from __future__ import annotations
@@ -23,20 +28,23 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 
-from ldp_aggregator.auth import Authenticator, PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.auth import Authenticator, PermissionDeniedError, Principal, UnauthenticatedError
+from ldp_aggregator.logs import log_event
 from ldp_aggregator.metrics import Metrics
 from ldp_aggregator.ratelimit import (
     RETRY_AFTER_METADATA,
+    AuthFailuresLimitedError,
     RateLimitedError,
     RateLimiter,
     RequestTooLargeError,
 )
-from ldp_aggregator.service import status_for
+from ldp_aggregator.service import status_for, status_message
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.errors import LdpError
 
@@ -49,6 +57,8 @@ _ANONYMOUS: Final = "-anonymous-"  # rate-limit key of callers when authenticati
 _SUBMIT_METHODS: Final = frozenset(
     {"/ldp.v1.Collector/Submit", "/ldp.v1.Collector/SubmitStream", "/ldp.v1.Collector/SubmitReport"}
 )
+# Failed authentications are logged as one summary line per this many seconds at most.
+_AUTH_LOG_INTERVAL_S: Final = 60.0
 
 
 class MalformedMessageError(LdpError, ValueError):
@@ -84,9 +94,21 @@ def _candidates_in(request: object) -> int:
     return 0
 
 
+def _check_scope(principal: Principal | None, method: str, request: object) -> None:
+    """PERMISSION_DENIED unless a campaign-limited token's request is about one of its campaigns."""
+    if principal is None or principal.campaigns is None:
+        return
+    campaign_id = getattr(request, "campaign_id", None)
+    if not isinstance(campaign_id, str):  # fail closed: a scoped token only makes per-campaign calls
+        raise PermissionDeniedError(
+            f"token {principal.token_id!r} is limited to some campaigns; {method} is not about one campaign"
+        )
+    principal.check_campaign(campaign_id)
+
+
 def _reason(exc: BaseException, code: grpc.StatusCode) -> str:
     """Label of ``ldp_reports_rejected_total`` for a refusal."""
-    if isinstance(exc, UnauthenticatedError):
+    if isinstance(exc, UnauthenticatedError | AuthFailuresLimitedError):
         return "unauthenticated"
     if isinstance(exc, PermissionDeniedError):
         return "permission_denied"
@@ -135,6 +157,9 @@ class Guard(_Interceptor):
         self.authenticator = authenticator
         self.limiter = limiter
         self.metrics = metrics
+        self._auth_failures = 0  # since the last auth_failures log line
+        self._auth_limited = 0
+        self._auth_logged_at = -math.inf
 
     async def intercept_service(
         self,
@@ -162,14 +187,46 @@ class Guard(_Interceptor):
 
     # ------------------------------------------------------------------ checks
 
-    def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> str:
-        """Token, role and request rate; returns the caller's rate-limit key."""
-        principal = self.authenticator.check(method, context.invocation_metadata())
+    def _admit(
+        self, method: str, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> tuple[str, Principal | None]:
+        """Token, role and request rate; returns the caller's rate-limit key and identity."""
+        try:
+            principal = self.authenticator.check(method, context.invocation_metadata())
+        except UnauthenticatedError:
+            self._auth_failed(context)
+            raise
         key = _ANONYMOUS if principal is None else principal.token_id
         self.limiter.admit_request(key)
-        return key
+        return key, principal
 
-    def _check_request(self, key: str, request: object, n_reports: int) -> None:
+    def _auth_failed(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """Count a call without a valid token against its address; raises when the address is over."""
+        self._auth_failures += 1
+        try:
+            self.limiter.note_failed_auth(context.peer())
+        except AuthFailuresLimitedError:
+            self._auth_limited += 1
+            raise
+        finally:
+            now = time.monotonic()
+            if now - self._auth_logged_at >= _AUTH_LOG_INTERVAL_S:
+                # Counts only: never the token, the address or the metadata.
+                log_event(
+                    log,
+                    "auth_failures",
+                    level=logging.WARNING,
+                    calls=self._auth_failures,
+                    refused_over_limit=self._auth_limited,
+                    note="calls without a valid access token since the last auth_failures line",
+                )
+                self._auth_failures = self._auth_limited = 0
+                self._auth_logged_at = now
+
+    def _check_request(
+        self, key: str, principal: Principal | None, method: str, request: object, n_reports: int
+    ) -> None:
+        _check_scope(principal, method, request)
         candidates = _candidates_in(request)
         if candidates:
             self.limiter.check_candidates(candidates)
@@ -184,7 +241,7 @@ class Guard(_Interceptor):
             log.exception("unexpected error checking a request")
             message = "internal error (logged on the server)"
         else:
-            message = str(exc)
+            message = status_message(exc)
         self._count(method, code, _reason(exc, code), n_reports)
         trailing: tuple[tuple[str, str], ...] = ()
         if isinstance(exc, RateLimitedError):
@@ -221,10 +278,10 @@ class Guard(_Interceptor):
         async def behavior(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             n = 0
             try:
-                key = self._admit(method, context)
+                key, principal = self._admit(method, context)
                 request = _parse(deserialize, raw, type_name)
                 n = _reports_in(request)
-                self._check_request(key, request, n)
+                self._check_request(key, principal, method, request, n)
             except Exception as exc:
                 await self._refuse(context, method, exc, n)
                 raise  # unreachable: abort raises
@@ -247,7 +304,7 @@ class Guard(_Interceptor):
             raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
         ) -> Any:
             try:
-                key = self._admit(method, context)
+                key, principal = self._admit(method, context)
             except Exception as exc:
                 await self._refuse(context, method, exc, 0)
                 raise  # unreachable
@@ -262,7 +319,7 @@ class Guard(_Interceptor):
                     n = _reports_in(request)
                     current[0] = n
                     try:
-                        self._check_request(key, request, n)
+                        self._check_request(key, principal, method, request, n)
                     except RateLimitedError as exc:
                         ms = math.ceil((exc.retry_after_s or 0.0) * 1000)
                         context.set_trailing_metadata(((RETRY_AFTER_METADATA, str(ms)),))

@@ -9,12 +9,21 @@ A refused request says why in its message. A rate refusal also carries the trail
 ``ldp-retry-after-ms`` (when the bucket will hold enough), which tells a client that the request is fine
 and only early: :class:`ldp_client.reporter.Reporter` then retries the same batch id after that delay
 instead of splitting the batch (what it does for a message that is too large).
+
+Failed authentication is limited per client address (an IPv6 client by its /64 network), since such a
+caller has no token id: each address may fail ``failed_auth_per_s`` times per second (bursts of
+``failed_auth_burst``); beyond that its calls without a valid token get RESOURCE_EXHAUSTED with the
+retry-after metadata instead of UNAUTHENTICATED. A valid token is never refused because of its address
+(devices behind one NAT share an address). The addresses are kept in memory only, for the most recent
+:data:`MAX_TRACKED_ADDRESSES` of them; they are never stored or logged.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -22,17 +31,29 @@ from typing import Final
 from ldp_client.errors import InvalidParameterError, LdpError
 
 __all__ = [
+    "DEFAULT_MAX_ACCUMULATOR_BYTES",
+    "MAX_TRACKED_ADDRESSES",
     "RETRY_AFTER_METADATA",
+    "AuthFailuresLimitedError",
     "Limits",
     "RateLimitedError",
     "RateLimiter",
     "RequestTooLargeError",
     "ResourceLimitError",
     "TokenBucket",
+    "peer_address",
 ]
 
 #: Trailing metadata key of a rate refusal: milliseconds until the request would be admitted.
 RETRY_AFTER_METADATA: Final = "ldp-retry-after-ms"
+#: Default largest accumulator of one campaign (128 MiB): RAPPOR k=128 with all 65,536 cohorts, k=4096
+#: with up to 4,095 cohorts, GRR over 16 million values. Every commit rewrites a touched campaign's
+#: accumulator, so this also bounds the bytes written per commit.
+DEFAULT_MAX_ACCUMULATOR_BYTES: Final = 128 * 1024 * 1024
+# SQLite refuses blobs over 10^9 bytes (its default SQLITE_MAX_LENGTH); keep well below it.
+_MAX_ACCUMULATOR_BYTES_CEILING: Final = 768 * 1024 * 1024
+#: Most client addresses whose failed authentications are tracked at once (least recently seen dropped).
+MAX_TRACKED_ADDRESSES: Final = 10_000
 
 
 class ResourceLimitError(LdpError):
@@ -53,6 +74,10 @@ class RequestTooLargeError(ResourceLimitError):
     """The request can never be admitted as it is (too many reports or candidates): split it."""
 
 
+class AuthFailuresLimitedError(RateLimitedError):
+    """Too many calls without a valid token came from this client address; retry after ``retry_after_s``."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Limits:
     """Limits of one server (every caller gets its own buckets of these sizes).
@@ -63,6 +88,10 @@ class Limits:
         burst_s: Bucket capacity in seconds of its rate (how far a caller may run ahead).
         max_batch_reports: Most reports in one batch (``ReportBatch.count``).
         max_candidates: Most candidate strings in one request (estimates, decoding, a new campaign).
+        max_accumulator_bytes: Largest accumulator a new campaign may need; a larger campaign is refused
+            (INVALID_ARGUMENT) before anything is allocated.
+        failed_auth_per_s: Calls without a valid token per second per client address (0: unlimited).
+        failed_auth_burst: How many such calls an address may make at once before the rate applies.
     """
 
     requests_per_s: float = 0.0
@@ -70,9 +99,12 @@ class Limits:
     burst_s: float = 1.0
     max_batch_reports: int = 1_000_000
     max_candidates: int = 10_000
+    max_accumulator_bytes: int = DEFAULT_MAX_ACCUMULATOR_BYTES
+    failed_auth_per_s: float = 1.0
+    failed_auth_burst: int = 20
 
     def __post_init__(self) -> None:
-        for name in ("requests_per_s", "reports_per_s"):
+        for name in ("requests_per_s", "reports_per_s", "failed_auth_per_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InvalidParameterError(name, value, "a finite number >= 0 (0 = unlimited)")
@@ -81,10 +113,33 @@ class Limits:
         b = self.burst_s
         if isinstance(b, bool) or not isinstance(b, int | float) or not (math.isfinite(b) and b > 0):
             raise InvalidParameterError("burst_s", b, "a finite number of seconds > 0")
-        for name in ("max_batch_reports", "max_candidates"):
+        for name in ("max_batch_reports", "max_candidates", "failed_auth_burst"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(name, value, "an integer >= 1")
+        a = self.max_accumulator_bytes
+        if isinstance(a, bool) or not isinstance(a, int) or not 4096 <= a <= _MAX_ACCUMULATOR_BYTES_CEILING:
+            raise InvalidParameterError(
+                "max_accumulator_bytes", a, f"a number of bytes in [4096, {_MAX_ACCUMULATOR_BYTES_CEILING}]"
+            )
+
+
+def peer_address(peer: str) -> str:
+    """The client address of a gRPC peer string, without the port; an IPv6 address as its /64 network.
+
+    ``ipv4:203.0.113.7:52114`` -> ``203.0.113.7``; ``ipv6:[2001:db8::1]:52114`` -> ``2001:db8::/64`` (one
+    client usually holds a whole /64); anything else (``unix:...``) is kept as it is.
+    """
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return peer
+    host = rest.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if kind == "ipv6":
+        try:
+            return str(ipaddress.ip_network(f"{host.partition('%')[0]}/64", strict=False))
+        except ValueError:
+            return host
+    return host
 
 
 class TokenBucket:
@@ -121,6 +176,35 @@ class RateLimiter:
         self._clock = clock
         self._requests: dict[str, TokenBucket] = {}
         self._reports: dict[str, TokenBucket] = {}
+        self._auth_failures: OrderedDict[str, TokenBucket] = OrderedDict()
+
+    def note_failed_auth(self, peer: str) -> None:
+        """Count a call without a valid token from ``peer`` (gRPC's ``context.peer()``).
+
+        Raises:
+            AuthFailuresLimitedError: The address is over ``failed_auth_per_s``; it says when to retry.
+        """
+        lim = self.limits
+        rate = lim.failed_auth_per_s
+        if rate <= 0:
+            return
+        key = peer_address(peer)
+        now = self._clock()
+        bucket = self._auth_failures.get(key)
+        if bucket is None:
+            bucket = TokenBucket(rate, float(lim.failed_auth_burst), now)
+            self._auth_failures[key] = bucket
+            if len(self._auth_failures) > MAX_TRACKED_ADDRESSES:
+                self._auth_failures.popitem(last=False)
+        else:
+            self._auth_failures.move_to_end(key)
+        wait = bucket.take(1.0, now)
+        if wait > 0:
+            raise AuthFailuresLimitedError(
+                "too many calls without a valid access token from this address (at most"
+                f" {rate:g}/s, bursts of {lim.failed_auth_burst}); retry in {wait:.3f} s with a valid token",
+                wait,
+            )
 
     def _bucket(self, table: dict[str, TokenBucket], key: str, rate: float) -> TokenBucket:
         bucket = table.get(key)

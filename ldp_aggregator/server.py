@@ -8,13 +8,20 @@ thread of the calling process (tests, the demo, the simulator). One server is:
 * TLS when a certificate and key are configured, mutual TLS when a client CA is too;
 * standard gRPC health checking (``grpc.health.v1.Health``: ``""``, ``ldp.v1.Collector`` and
   ``ldp.v1.Analyst``; the Collector turns NOT_SERVING while the store cannot commit and back when it can,
-  and everything turns NOT_SERVING at shutdown) and server reflection, both without a token;
+  and everything turns NOT_SERVING at shutdown) and server reflection under both
+  ``grpc.reflection.v1alpha`` and ``grpc.reflection.v1``, all without a token;
+* connection limits: the port is bound exclusively (no ``SO_REUSEPORT``: a second server on the same
+  port fails to start instead of sharing it), at most ``max_connections`` connections (kept below the
+  open-file limit, whose soft value ``serve`` raises to the hard one), ``max_concurrent_streams`` calls
+  per connection, ``max_concurrent_rpcs`` calls in all; a connection that has not finished its handshake
+  within ``handshake_timeout_s`` or has made no call for ``idle_timeout_s`` is closed, and keepalive pings
+  detect dead peers during calls;
 * Prometheus metrics on a separate HTTP port bound to 127.0.0.1 (:mod:`ldp_aggregator.metrics`);
 * background tasks: token refresh (revocations and new tokens take effect within ``token_refresh_s``) and
   the raw-report retention purge.
 
-Authentication is on iff the database holds a valid token (:mod:`ldp_aggregator.auth`). Without one the
-server refuses any non-loopback listen address and logs that authentication is off.
+Authentication is on once the database has ever held a token (:mod:`ldp_aggregator.auth`). Before that
+the server refuses any non-loopback listen address and logs that authentication is off.
 
 Shutdown (SIGINT/SIGTERM): health turns NOT_SERVING, new RPCs are refused, in-flight RPCs finish (each waits
 for its commit) within ``grace_s``, then the store drains and closes. Nothing acknowledged is lost.
@@ -24,10 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
 import math
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -36,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from ldp_aggregator.auth import Authenticator
 from ldp_aggregator.guard import Guard
@@ -52,9 +62,12 @@ from ldp_client.errors import InvalidParameterError, LdpError
 __all__ = [
     "DEFAULT_DB",
     "DEFAULT_LISTEN",
+    "REFLECTION_V1_SERVICE",
+    "AddressInUseError",
     "BackgroundServer",
     "ServerConfig",
     "is_loopback",
+    "raise_open_file_limit",
     "run_server",
     "serve",
 ]
@@ -70,6 +83,17 @@ _ANALYST = services_pb2.DESCRIPTOR.services_by_name["Analyst"].full_name
 _HEALTH_POLL_S = 0.5
 # The asyncio health servicer (grpcio-health-checking >= 1.50); the type stubs only know the sync one.
 _AioHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
+_AioReflectionServicer: Any = reflection.aio.ReflectionServicer  # type: ignore[attr-defined]
+#: The stable reflection service; grpcio-reflection only serves v1alpha, whose messages are identical.
+REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
+# File descriptors kept free for the store (each SQLite connection holds the database, WAL and
+# shared-memory files), the metrics port, logs and gRPC's own; the rest may be client connections.
+_FD_RESERVE = 128
+_MIN_CONNECTIONS = 16
+
+
+class AddressInUseError(LdpError):
+    """The listen address is taken (another process, perhaps another aggregator, listens on it)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -113,6 +137,15 @@ class ServerConfig:
         token_refresh_s: How often valid tokens are re-read from the database (revocations take effect
             within this time).
         limits: Per-token rate limits and size limits.
+        max_connections: Most client connections at once; at start it is lowered to the open-file limit
+            minus a reserve if that is smaller. Further connections are closed at once.
+        max_concurrent_streams: Most calls in flight on one connection (HTTP/2 streams).
+        max_concurrent_rpcs: Most calls in flight in all; more are refused with RESOURCE_EXHAUSTED.
+        handshake_timeout_s: A connection that has not completed its TLS / HTTP/2 handshake by then is
+            closed (silent sockets cannot hold connection slots for long).
+        idle_timeout_s: A connection without any call for this long is closed (clients reconnect).
+        keepalive_s: Interval of keepalive pings on connections with calls in flight; a peer that does not
+            answer within 20 s is dropped.
     """
 
     db: Path = DEFAULT_DB
@@ -128,6 +161,12 @@ class ServerConfig:
     purge_interval_s: float = 3600.0
     token_refresh_s: float = 1.0
     limits: Limits = field(default_factory=Limits)
+    max_connections: int = 1000
+    max_concurrent_streams: int = 100
+    max_concurrent_rpcs: int = 10_000
+    handshake_timeout_s: float = 10.0
+    idle_timeout_s: float = 300.0
+    keepalive_s: float = 60.0
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
@@ -155,6 +194,12 @@ class ServerConfig:
         _positive("grace_s", self.grace_s)
         _positive("purge_interval_s", self.purge_interval_s)
         _positive("token_refresh_s", self.token_refresh_s)
+        for name in ("handshake_timeout_s", "idle_timeout_s", "keepalive_s"):
+            _positive(name, getattr(self, name))
+        for name in ("max_connections", "max_concurrent_streams", "max_concurrent_rpcs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 30:
+                raise InvalidParameterError(name, value, "an integer >= 1")
         if not isinstance(self.limits, Limits):
             raise InvalidParameterError("limits", self.limits, "a Limits")
 
@@ -171,6 +216,153 @@ def _read_pem(field_name: str, path: Path) -> bytes:
     if b"-----BEGIN " not in data:
         raise InvalidParameterError(field_name, str(path), "a PEM file (no '-----BEGIN' line found)")
     return data
+
+
+def _check_address_free(listen: str) -> None:
+    """Fail with one clear line if ``listen`` cannot be bound: in use, not of this host, unresolvable.
+
+    gRPC binds with ``SO_REUSEPORT`` by default, which let a second server share the port with the first
+    (calls then alternated between two databases). The server turns that off; this probe runs first, for
+    every address the host resolves to, so that a taken address is reported plainly, before the store is
+    opened, and also when only one of several addresses (``localhost``: 127.0.0.1 and ::1) is taken.
+    """
+    host, _, port_text = listen.rpartition(":")
+    port = int(port_text)
+    if port == 0:
+        return  # any free port
+    name = host.removeprefix("[").removesuffix("]")
+    try:
+        infos = socket.getaddrinfo(name or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InvalidParameterError(
+            "listen", listen, f"a HOST:PORT whose host resolves ({exc.strerror})"
+        ) from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # As gRPC does: SO_REUSEADDR lets it bind over connections in TIME_WAIT, not over a listener.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if name in ("", "::") else 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise AddressInUseError(
+                        f"listen={listen}: address already in use (another process, perhaps another"
+                        " ldp-aggregator, listens on it): stop it or choose another --listen port"
+                    ) from None
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    raise InvalidParameterError(
+                        "listen", listen, "an address of this host (this one is not assigned to it)"
+                    ) from None
+                if exc.errno == errno.EACCES:
+                    raise InvalidParameterError(
+                        "listen", listen, "a port this user may bind (ports below 1024 need privileges)"
+                    ) from None
+                raise InvalidParameterError(
+                    "listen", listen, f"an address this host can bind ({exc.strerror})"
+                ) from None
+
+
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard limit; returns (soft, hard) as they are now.
+
+    Every client connection is a file descriptor: with a low soft limit (1024 or less is common) a flood
+    of idle sockets would exhaust it and stop the server from accepting anyone (observed: 300 silent
+    sockets under a 256-descriptor limit froze new clients for a minute).
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return (-1, -1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Some systems refuse "infinity" as the soft value: ask for 2^20 then.
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # keep the soft limit; max_connections is lowered to fit it
+    return soft, hard
+
+
+def _connection_cap(config: ServerConfig) -> int:
+    """``max_connections``, lowered to fit the open-file limit (minus a reserve) when that is smaller."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return config.max_connections
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return config.max_connections
+    return max(_MIN_CONNECTIONS, min(config.max_connections, soft - _FD_RESERVE))
+
+
+def _grpc_options(config: ServerConfig, max_connections: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.so_reuseport", 0),  # exclusive port: a second server fails to bind instead of sharing it
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        # Answers can carry a whole accumulator (ExportCampaign): room for the largest one allowed.
+        ("grpc.max_send_message_length", 64 * 1024 * 1024 + config.limits.max_accumulator_bytes),
+        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.max_concurrent_streams", config.max_concurrent_streams),
+        ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout_s * 1000)),
+        ("grpc.max_connection_idle_ms", int(config.idle_timeout_s * 1000)),
+        ("grpc.keepalive_time_ms", int(config.keepalive_s * 1000)),
+        ("grpc.keepalive_timeout_ms", 20_000),
+    ]
+
+
+def _register_reflection_v1_descriptor() -> None:
+    """Put ``grpc/reflection/v1/reflection.proto`` in the default pool (v1alpha's, renamed), once.
+
+    Then a v1 client can also describe the reflection service itself, as it can every other service.
+    """
+    pool = descriptor_pool.Default()
+    name = "grpc/reflection/v1/reflection.proto"
+    try:
+        pool.FindFileByName(name)
+        return
+    except KeyError:
+        pass
+    file_proto = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(file_proto)
+    old, new = "grpc.reflection.v1alpha", "grpc.reflection.v1"
+    file_proto.name, file_proto.package = name, new
+    file_proto.options.Clear()
+    for message in file_proto.message_type:
+        for f in message.field:
+            if f.HasField("type_name"):  # (assigning "" would mark a scalar field as typed)
+                f.type_name = f.type_name.replace(f".{old}.", f".{new}.")
+    for service in file_proto.service:
+        for method in service.method:
+            method.input_type = method.input_type.replace(f".{old}.", f".{new}.")
+            method.output_type = method.output_type.replace(f".{old}.", f".{new}.")
+    try:
+        pool.Add(file_proto)
+    except (TypeError, ValueError) as exc:  # e.g. another build of it is there: v1 calls still work
+        log.warning("could not describe %s under reflection v1: %s", name, exc)
+
+
+def _enable_reflection(server: grpc.aio.Server, service_names: tuple[str, ...]) -> None:
+    """Server reflection under ``grpc.reflection.v1alpha`` and ``grpc.reflection.v1`` (one servicer).
+
+    The two versions' messages are the same on the wire (v1 only renamed the package), so v1 is served by
+    the v1alpha servicer through a generic handler with the v1alpha message classes.
+    """
+    _register_reflection_v1_descriptor()
+    names = (*service_names, reflection.SERVICE_NAME, REFLECTION_V1_SERVICE)
+    servicer = _AioReflectionServicer(names)
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    for service in (reflection.SERVICE_NAME, REFLECTION_V1_SERVICE):
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service, {"ServerReflectionInfo": handler}),)
+        )
 
 
 def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
@@ -194,6 +386,7 @@ class _Running:
     authenticator: Authenticator
     metrics: Metrics
     health: Any  # grpc_health's asyncio HealthServicer
+    max_connections: int
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -247,10 +440,15 @@ async def _watch_store(store: Store, servicer: Any) -> None:
 
 
 async def _start(config: ServerConfig) -> _Running:
+    # Before the store: a taken address must not create or lock a database.
+    _check_address_free(config.listen)
     store = open_store(str(config.db), retain_raw=config.retain_raw)
     metrics = Metrics()
     try:
-        authenticator = Authenticator(await asyncio.to_thread(store.list_tokens))
+        authenticator = Authenticator(
+            await asyncio.to_thread(store.list_tokens),
+            required=await asyncio.to_thread(store.auth_required),
+        )
         if not authenticator.required and not is_loopback(config.host):
             raise InvalidParameterError(
                 "listen",
@@ -261,31 +459,39 @@ async def _start(config: ServerConfig) -> _Running:
         credentials = _server_credentials(config)
         metrics.bind_store(store)
         metrics.auth_required.set_function(lambda: float(authenticator.required))
-        aggregator = Aggregator(store, metrics=metrics)
+        aggregator = Aggregator(
+            store, metrics=metrics, max_accumulator_bytes=config.limits.max_accumulator_bytes
+        )
         guard = Guard(authenticator, RateLimiter(config.limits), metrics)
+        max_connections = _connection_cap(config)
         server = grpc.aio.server(
             interceptors=[guard],
-            options=[
-                ("grpc.max_receive_message_length", config.max_message_bytes),
-                ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            ],
+            options=_grpc_options(config, max_connections),
+            maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         )
         services_pb2_grpc.add_CollectorServicer_to_server(CollectorServicer(aggregator), server)
         services_pb2_grpc.add_AnalystServicer_to_server(AnalystServicer(aggregator), server)
         health_servicer = _AioHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (_COLLECTOR, _ANALYST, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        _enable_reflection(server, (_COLLECTOR, _ANALYST, health.SERVICE_NAME))
+        requested_port = int(config.listen.rpartition(":")[2])
         try:
             if credentials is not None:
                 port = server.add_secure_port(config.listen, credentials)
             else:
                 port = server.add_insecure_port(config.listen)
-        except RuntimeError as exc:
+        except RuntimeError:
+            # The probe found the address free, so gRPC refused for another reason.
             raise InvalidParameterError(
-                "listen", config.listen, f"an address this host can bind ({exc})"
+                "listen",
+                config.listen,
+                "an address gRPC can listen on (the address is free, so with TLS check that tls_key is"
+                " the private key of tls_cert)"
+                if credentials is not None
+                else "an address gRPC can listen on (it was free a moment ago: retry)",
             ) from None
+        if port == 0 or requested_port not in (0, port):
+            raise AddressInUseError(f"listen={config.listen}: gRPC could not bind it (bound port {port})")
         for name in ("", _COLLECTOR, _ANALYST):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         await server.start()
@@ -296,6 +502,7 @@ async def _start(config: ServerConfig) -> _Running:
             authenticator=authenticator,
             metrics=metrics,
             health=health_servicer,
+            max_connections=max_connections,
         )
         if config.metrics_port is not None:
             metrics.serve(config.metrics_port)
@@ -330,6 +537,8 @@ def _log_started(config: ServerConfig, running: _Running) -> None:
         metrics_port=running.metrics.port,
         retain_raw=config.retain_raw,
         raw_retention_days=config.raw_retention_days,
+        max_connections=running.max_connections,
+        max_accumulator_bytes=config.limits.max_accumulator_bytes,
     )
     if not running.authenticator.required:
         log_event(
@@ -363,7 +572,8 @@ async def _shutdown(running: _Running, grace_s: float) -> None:
 
 
 async def serve(config: ServerConfig, *, on_ready: Callable[[int], None] | None = None) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    """Run until SIGINT or SIGTERM, then shut down gracefully (raises the open-file limit first)."""
+    raise_open_file_limit()
     running = await _start(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -20,13 +20,14 @@ from ldp_aggregator.accumulators import (
     Accumulator,
     accumulator_for,
     accumulator_from_bytes,
+    accumulator_nbytes,
     batch_delta,
 )
 from ldp_aggregator.analysis import CampaignEstimate, estimate_campaign, estimate_to_proto
 from ldp_aggregator.association import ReportsUnavailableError
 from ldp_aggregator.auth import PermissionDeniedError, UnauthenticatedError
 from ldp_aggregator.logs import log_event
-from ldp_aggregator.ratelimit import ResourceLimitError
+from ldp_aggregator.ratelimit import DEFAULT_MAX_ACCUMULATOR_BYTES, ResourceLimitError
 from ldp_aggregator.store import BatchDelta, CampaignRecord, Store, SubmitOutcome
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import (
@@ -51,16 +52,20 @@ from ldp_client.errors import (
     InvalidReportError,
     LdpError,
     StoreUnavailableError,
+    shown,
 )
+from ldp_client.params import RapporParams
 
 __all__ = [
     "Aggregator",
     "AnalystServicer",
     "CollectorServicer",
     "decode_accumulator",
+    "estimate_note",
     "info_from_record",
     "open_store",
     "status_for",
+    "status_message",
     "zero_accumulator",
 ]
 
@@ -98,6 +103,19 @@ def _status_for(exc: BaseException) -> grpc.StatusCode:
 #: makes before a servicer runs, so every error maps to its code in one place.
 status_for = _status_for
 
+#: Longest status message sent to a client. Error messages cut every value they echo (see
+#: :func:`ldp_client.errors.shown`); this is the backstop for anything else: gRPC carries the message in a
+#: header, and a client refuses headers over 8 KiB by default (and would report RESOURCE_EXHAUSTED).
+MAX_STATUS_MESSAGE_CHARS = 2048
+
+
+def status_message(exc: BaseException) -> str:
+    """The message a client gets for ``exc``: its text, cut to :data:`MAX_STATUS_MESSAGE_CHARS`."""
+    text = str(exc)
+    if len(text) > MAX_STATUS_MESSAGE_CHARS:
+        text = f"{text[: MAX_STATUS_MESSAGE_CHARS - 40]}... (message cut from {len(text)} chars)"
+    return text
+
 
 async def _call(context: grpc.aio.ServicerContext[Any, Any], work: Awaitable[_T]) -> _T:
     """Run a handler's work, turning project errors into their status and anything else into INTERNAL."""
@@ -110,7 +128,7 @@ async def _call(context: grpc.aio.ServicerContext[Any, Any], work: Awaitable[_T]
         if code is grpc.StatusCode.INTERNAL:
             log.exception("unexpected error in RPC")
             await context.abort(code, "internal error (logged on the server)")
-        await context.abort(code, str(exc))
+        await context.abort(code, status_message(exc))
         raise  # unreachable: abort raises
 
 
@@ -153,6 +171,33 @@ def open_store(path: str, *, retain_raw: bool = True, read_only: bool = False) -
     )
 
 
+def _describe_size(params: Any) -> str:
+    """The parameters that decide an accumulator's size, for the size-limit message."""
+    if isinstance(params, RapporParams):
+        return f"k={params.k}, h={params.h}, m={params.m}"
+    for name in ("domain", "order", "d"):
+        value = getattr(params, name, None)
+        if value is not None:
+            return f"{name}={getattr(value, 'size', value)}"
+    return "these parameters"
+
+
+#: Why ``items`` is empty in an estimate of a string RAPPOR campaign without candidate strings.
+RAPPOR_NEEDS_CANDIDATES = (
+    "string RAPPOR reports are hashed: per-string estimates (items) need candidate strings, from the"
+    " campaign (Campaign.candidates) or the request (EstimateRequest.candidates). Without them only the"
+    " per-cohort bit estimates (rappor_bits) are returned; to find which candidates are present (with"
+    " detection at a chosen false-discovery level), call Analyst.DecodeRappor with candidates."
+)
+
+
+def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
+    """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
+    if isinstance(info.params, RapporParams) and not candidates and not info.candidates:
+        return f"campaign {shown(info.campaign_id)} has no candidate strings: {RAPPOR_NEEDS_CANDIDATES}"
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class _Campaign:
     info: wire.CampaignInfo
@@ -160,15 +205,29 @@ class _Campaign:
 
 
 class Aggregator:
-    """Campaigns, ingestion and estimates over a :class:`Store`; independent of gRPC."""
+    """Campaigns, ingestion and estimates over a :class:`Store`; independent of gRPC.
+
+    Args:
+        store: Where campaigns, batches and accumulators live.
+        clock: Seconds since the Unix epoch (creation times).
+        metrics: Where to count commits (None: not counted).
+        max_accumulator_bytes: Largest accumulator a new campaign may need (memory, and the blob every
+            commit rewrites); larger campaigns are refused before anything is allocated.
+    """
 
     def __init__(
-        self, store: Store, *, clock: Callable[[], float] = time.time, metrics: Metrics | None = None
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
+        max_accumulator_bytes: int = DEFAULT_MAX_ACCUMULATOR_BYTES,
     ) -> None:
         self.store = store
         self._clock = clock
         self._cache: dict[str, _Campaign] = {}
         self.metrics = metrics
+        self.max_accumulator_bytes = max_accumulator_bytes
 
     def _campaign(self, campaign_id: str) -> _Campaign:
         record = self.store.get_campaign(campaign_id)  # raises CampaignNotFoundError
@@ -179,8 +238,25 @@ class Aggregator:
         return cached
 
     def create_campaign(self, msg: campaign_pb2.Campaign) -> campaign_pb2.Campaign:
-        """Validate and store a new campaign; returns it as stored (epsilons and creation time filled)."""
+        """Validate and store a new campaign; returns it as stored (epsilons and creation time filled).
+
+        Blocks until the creation is committed, and allocates the campaign's (zero) accumulator: call it
+        off the event loop (the servicer runs it in a worker thread).
+
+        Raises:
+            InvalidParameterError: Bad parameters, or an accumulator over ``max_accumulator_bytes``
+                (checked before anything is allocated or stored).
+        """
         info = wire.campaign_from_proto(msg)
+        size = accumulator_nbytes(info.params)
+        if size > self.max_accumulator_bytes:
+            raise InvalidParameterError(
+                "campaign",
+                f"{info.params.name} with {_describe_size(info.params)}",
+                f"parameters whose accumulator fits the server's limit: this one needs {size:,} bytes"
+                f" ({size / 2**20:,.1f} MiB), the limit is max_accumulator_bytes="
+                f"{self.max_accumulator_bytes:,} ({self.max_accumulator_bytes / 2**20:,.1f} MiB)",
+            )
         created = int(self._clock() * 1000)
         stored = wire.campaign_to_proto(
             campaign_id=info.campaign_id,
@@ -214,12 +290,14 @@ class Aggregator:
         record, acc, n_batches = self.store.snapshot(campaign_id)
         info = info_from_record(record)
         est = estimate_campaign(info, cast(Accumulator, acc), candidates=candidates, confidence=confidence)
+        estimate = estimate_to_proto(est)
+        estimate.note = estimate_note(info, candidates)
         return services_pb2.ExportCampaignResponse(
             campaign=self.campaign_message(info),
             accumulator=acc.to_bytes(),
             n_reports=acc.n,
             n_batches=n_batches,
-            estimate=estimate_to_proto(est),
+            estimate=estimate,
             exported_unix_ms=int(self._clock() * 1000),
         )
 
@@ -282,7 +360,9 @@ class Aggregator:
             lambda info: wire.report_from_proto(msg, info.params, campaign_id=info.campaign_id),
         )
         payload = msg.SerializeToString() if self.store.retain_raw else None
-        return await self._commit(msg.campaign_id, "r:" + msg.report_id, n, delta, payload)
+        # Report ids and batch ids share one namespace per campaign (the wire contract): a report is
+        # stored under its own id, like a batch of one.
+        return await self._commit(msg.campaign_id, msg.report_id, n, delta, payload)
 
     def decode_rappor(
         self,
@@ -334,6 +414,10 @@ class Aggregator:
             max_iterations=max_iterations or association.DEFAULT_MAX_ITERATIONS,
             tolerance=tolerance or association.DEFAULT_TOLERANCE,
         )
+
+    def estimate_note(self, campaign_id: str, candidates: Sequence[str]) -> str:
+        """Why an estimate's ``items`` is empty although the mechanism estimates items ("" if not)."""
+        return estimate_note(self._campaign(campaign_id).info, candidates)
 
     def estimate(
         self,
@@ -419,7 +503,9 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
         self, request: services_pb2.CreateCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> campaign_pb2.Campaign:
         async def work() -> campaign_pb2.Campaign:
-            return self._agg.create_campaign(request.campaign)
+            # Allocating the accumulator and waiting for the commit take time: in a worker thread, so the
+            # event loop keeps serving every other call meanwhile.
+            return await asyncio.to_thread(self._agg.create_campaign, request.campaign)
 
         return await _call(context, work())
 
@@ -452,7 +538,9 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
                 confidence=confidence,
                 population_size=request.population_size or None,
             )
-            return estimate_to_proto(est)
+            response = estimate_to_proto(est)
+            response.note = self._agg.estimate_note(request.campaign_id, tuple(request.candidates))
+            return response
 
         return await _call(context, work())
 

@@ -81,6 +81,8 @@ __all__ = [
     "set_params",
 ]
 
+#: Longest campaign, batch or report id, in Unicode code points (Python's ``len``; not UTF-16 units, not
+#: bytes). The unit is part of the wire contract (docs/wire-protocol.md).
 MAX_ID_LENGTH: Final = 128
 """Longest campaign id, batch id or report id, in characters."""
 
@@ -182,7 +184,7 @@ def _check_params(params: object) -> MechanismParams:
 
 def _check_id(field: str, value: object, error: type[InvalidParameterError | InvalidReportError]) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_LENGTH:
-        raise error(field, value, f"a string of 1 to {MAX_ID_LENGTH} characters")
+        raise error(field, value, f"a string of 1 to {MAX_ID_LENGTH} Unicode code points")
     return value
 
 

@@ -4,6 +4,7 @@ retention, the schema migration that added tokens, and the settings file."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -30,12 +31,17 @@ from ldp_aggregator.server import BackgroundServer, ServerConfig, is_loopback
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import SCHEMA_VERSION, StoreSchemaError, add_token, list_tokens, revoke_token
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import decode_pb2, estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
 from ldp_client.errors import InvalidParameterError
-from ldp_client.params import GRRParams
+from ldp_client.mechanisms.paired import encode_batch_paired
+from ldp_client.mechanisms.rappor import encode_batch_rappor
+from ldp_client.params import BinaryRRParams, GRRParams, PairedParams, RapporParams
 from ldp_client.reporter import Reporter
 
 PARAMS = GRRParams.from_epsilon(4, 1.0)
+RAPPOR = RapporParams(k=32, h=2, m=4)
+WORDS = ("alpha", "beta", "gamma")
+PAIR = PairedParams(first=BinaryRRParams.from_epsilon(1.5), second=BinaryRRParams.from_epsilon(1.5))
 runner = CliRunner()
 
 
@@ -229,6 +235,10 @@ def test_tls_settings_are_checked_at_start(pki: Pki, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- tokens
 
 
+#: The callers of the role matrix: every role, and a reporter token limited to campaign "c".
+SCOPED = "reporter limited to c"
+
+
 @dataclass
 class AuthServer:
     server: BackgroundServer
@@ -236,6 +246,7 @@ class AuthServer:
     tokens: dict[Role, str]
     ids: dict[Role, str]
     channel: grpc.Channel
+    scoped: str = ""
 
     @property
     def collector(self) -> services_pb2_grpc.CollectorStub:
@@ -253,9 +264,11 @@ def _auth_server(tmp_path: Path, **kw: object) -> Iterator[AuthServer]:
     ids: dict[Role, str] = {}
     for role in Role:
         tokens[role], ids[role] = _token(db, role, name=f"test {role.value}")
+    scoped, record = new_token_record(Role.REPORTER, name="scoped", campaigns=["c"])
+    add_token(db, record)
     config = ServerConfig(db=db, listen="127.0.0.1:0", token_refresh_s=0.05, **kw)  # type: ignore[arg-type]
     with BackgroundServer(config) as server, grpc.insecure_channel(server.target) as ch:
-        s = AuthServer(server, db, tokens, ids, ch)
+        s = AuthServer(server, db, tokens, ids, ch, scoped)
         s.analyst.CreateCampaign(
             services_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS)
@@ -270,6 +283,24 @@ def auth(tmp_path: Path) -> Iterator[AuthServer]:
     yield from _auth_server(tmp_path)
 
 
+def _matrix_campaigns(s: AuthServer) -> None:
+    """A RAPPOR campaign and a paired one with reports, so that decoding and association succeed."""
+    admin, reporter = _md(s.tokens[Role.ADMIN]), _md(s.tokens[Role.REPORTER])
+    for cid, params, cands in (("words", RAPPOR, WORDS), ("pair", PAIR, ())):
+        msg = wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)
+        s.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
+    rng = np.random.default_rng(3)
+    values = rng.choice(3, size=2000, p=[0.6, 0.3, 0.1])
+    columns = encode_batch_rappor(RAPPOR, campaign_id="words", values=values, labels=WORDS, rng=rng)
+    batch = wire.batch_to_proto(campaign_id="words", batch_id="w", params=RAPPOR, columns=columns)
+    s.collector.Submit(batch, timeout=10, metadata=reporter)
+    first = rng.random(2000) < 0.5
+    second = first ^ (rng.random(2000) < 0.2)
+    pair = encode_batch_paired(PAIR, campaign_id="pair", first_values=first, second_values=second, rng=rng)
+    batch = wire.batch_to_proto(campaign_id="pair", batch_id="p", params=PAIR, columns=pair)
+    s.collector.Submit(batch, timeout=10, metadata=reporter)
+
+
 def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
     """One call per ldp.v1 RPC that succeeds when authorized (method name -> (callable, request))."""
     n = iter(range(10**6))
@@ -279,6 +310,10 @@ def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
             services_pb2.GetCampaignRequest(campaign_id="c"),
         ),
         "/ldp.v1.Collector/Submit": (s.collector.Submit, _batch(f"b{next(n)}")),
+        "/ldp.v1.Collector/SubmitStream": (
+            lambda batches, **kw: s.collector.SubmitStream(iter(batches), **kw),
+            [_batch(f"s{next(n)}"), _batch(f"s{next(n)}")],
+        ),
         "/ldp.v1.Collector/SubmitReport": (
             s.collector.SubmitReport,
             wire.report_to_proto(campaign_id="c", report_id="r", params=PARAMS, report=1),
@@ -302,22 +337,46 @@ def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
                 campaign=wire.campaign_to_proto(campaign_id="new", params=PARAMS)
             ),
         ),
+        "/ldp.v1.Analyst/CloseCampaign": (
+            s.analyst.CloseCampaign,  # idempotent: every allowed role may close "words" again
+            services_pb2.CloseCampaignRequest(campaign_id="words"),
+        ),
+        "/ldp.v1.Analyst/DecodeRappor": (
+            s.analyst.DecodeRappor,
+            decode_pb2.DecodeRapporRequest(campaign_id="words"),
+        ),
+        "/ldp.v1.Analyst/EstimateAssociation": (
+            s.analyst.EstimateAssociation,
+            decode_pb2.AssociationRequest(campaign_id="pair"),
+        ),
     }
 
 
 def test_each_role_may_call_exactly_its_rpcs(auth: AuthServer) -> None:
-    for method, (fn, request) in _calls(auth).items():
-        allowed = METHOD_ROLES[method]
-        for role in Role:
-            md = _md(auth.tokens[role])
+    _matrix_campaigns(auth)
+    calls = _calls(auth)
+    # Every RPC of both services is in the matrix: a new one cannot be left out by accident.
+    served = {
+        f"/{service.full_name}/{method.name}"
+        for service in services_pb2.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+    assert set(calls) == served
+    callers: dict[str, tuple[str, Role]] = {r.value: (auth.tokens[r], r) for r in Role}
+    callers[SCOPED] = (auth.scoped, Role.REPORTER)  # scoped to "c", which every Collector call uses
+    for method, (fn, request) in calls.items():
+        allowed = required_roles(method)
+        assert allowed is not None, method
+        for name, (token, role) in callers.items():
+            md = _md(token)
             if role in allowed:
-                fn(request, timeout=10, metadata=md)  # type: ignore[operator]
+                fn(request, timeout=30, metadata=md)  # type: ignore[operator]
                 if method.endswith("CreateCampaign"):  # only once
                     request = services_pb2.CreateCampaignRequest(  # noqa: PLW2901
                         campaign=wire.campaign_to_proto(campaign_id=f"new-{role.value}", params=PARAMS)
                     )
             else:
-                assert _code(fn, request, metadata=md) == grpc.StatusCode.PERMISSION_DENIED, (method, role)
+                assert _code(fn, request, metadata=md) == grpc.StatusCode.PERMISSION_DENIED, (method, name)
     # The issue's rules, spelled out.
     assert METHOD_ROLES["/ldp.v1.Collector/Submit"] == {Role.REPORTER}
     assert METHOD_ROLES["/ldp.v1.Analyst/GetEstimate"] == {Role.ANALYST, Role.ADMIN}
@@ -329,6 +388,59 @@ def test_each_role_may_call_exactly_its_rpcs(auth: AuthServer) -> None:
     assert required_roles("/ldp.v1.Collector/DecodeRappor") == {Role.ADMIN}
     assert required_roles("/grpc.health.v1.Health/Check") is None
     assert required_roles("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") is None
+    assert required_roles("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo") is None
+
+
+def test_a_scoped_reporter_token_reaches_only_its_campaigns(auth: AuthServer) -> None:
+    admin = _md(auth.tokens[Role.ADMIN])
+    for cid in ("other", "third"):
+        msg = wire.campaign_to_proto(campaign_id=cid, params=PARAMS)
+        auth.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
+    md = _md(auth.scoped)
+    auth.collector.Submit(_batch("mine", 10), timeout=10, metadata=md)
+    refused = [
+        (auth.collector.GetCampaign, services_pb2.GetCampaignRequest(campaign_id="other")),
+        (auth.collector.Submit, _batch("theirs", 10, campaign_id="other")),
+        (
+            auth.collector.SubmitReport,
+            wire.report_to_proto(campaign_id="other", report_id="r", params=PARAMS, report=1),
+        ),
+    ]
+    for fn, request in refused:
+        with pytest.raises(grpc.RpcError) as info:
+            fn(request, timeout=10, metadata=md)  # type: ignore[operator]
+        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "'other' is not one of them" in (info.value.details() or "")
+    # A stream stops at the first batch for another campaign; the batches before it stay committed.
+    stream = [_batch("s1", 10), _batch("s2", 10, campaign_id="other"), _batch("s3", 10)]
+    with pytest.raises(grpc.RpcError) as info:
+        auth.collector.SubmitStream(iter(stream), timeout=10, metadata=md)
+    assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert _n_reports(auth) == 20
+    reporter = _md(auth.tokens[Role.REPORTER])  # the unscoped reporter token reaches every campaign
+    auth.collector.Submit(_batch("any", 10, campaign_id="other"), timeout=10, metadata=reporter)
+    est = auth.analyst.GetEstimate(
+        estimates_pb2.EstimateRequest(campaign_id="other"), timeout=10, metadata=admin
+    )
+    assert est.n_reports == 10
+
+
+def test_token_create_with_campaigns_and_the_list_shows_them(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite3"
+    result = runner.invoke(
+        app,
+        ["token", "create", "--role", "reporter", "--campaign", "b", "--campaign", "a", "--db", str(db),
+         "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["campaigns"] == ["a", "b"] and doc["role"] == "reporter"
+    result = runner.invoke(app, ["token", "list", "--db", str(db)])
+    assert result.exit_code == 0 and "a, b" in result.output
+    result = runner.invoke(app, ["token", "create", "--role", "analyst", "--campaign", "a", "--db", str(db)])
+    assert result.exit_code == 2 and "--campaign" in result.output and "reporter" in result.output
+    (record,) = list_tokens(db)
+    assert record.campaigns == ("a", "b")
 
 
 def test_missing_wrong_or_malformed_tokens_are_unauthenticated(auth: AuthServer) -> None:
@@ -420,6 +532,10 @@ def test_authenticator_unit_rules() -> None:
     # Revoking every token never switches authentication off.
     auth.load([])
     assert auth.required
+    # Nor does starting with revoked tokens only (a token existed), or with the database's flag.
+    revoked = dataclasses.replace(rec, revoked_unix_ms=1)
+    assert Authenticator([revoked]).required and Authenticator([revoked]).active_tokens == 0
+    assert Authenticator(required=True).required
     off = Authenticator()
     assert off.check("/ldp.v1.Analyst/CreateCampaign", ()) is None  # auth off: anyone (loopback only)
     assert off.load([rec]) is True and off.required

@@ -760,7 +760,9 @@ class Campaign(google.protobuf.message.Message):
     MULTIDIM_FIELD_NUMBER: builtins.int
     PAIRED_FIELD_NUMBER: builtins.int
     id: builtins.str
-    """Unique campaign id chosen by the analyst, 1..128 characters. Immutable."""
+    """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
+    Immutable.
+    """
     description: builtins.str
     """Free text shown to operators (what is asked, why). Never used by the encoders."""
     created_unix_ms: builtins.int

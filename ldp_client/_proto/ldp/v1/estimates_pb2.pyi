@@ -244,6 +244,7 @@ class EstimateResponse(google.protobuf.message.Message):
     POSTPROCESSED_FIELD_NUMBER: builtins.int
     MEANS_FIELD_NUMBER: builtins.int
     POPULATION_SIZE_FIELD_NUMBER: builtins.int
+    NOTE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -258,6 +259,12 @@ class EstimateResponse(google.protobuf.message.Message):
     """Confidence level of every interval in this response, in (0, 1)."""
     population_size: builtins.int
     """Numeric mechanisms: the population size N the sums use (EstimateRequest.population_size, or n_reports)."""
+    note: builtins.str
+    """Why `items` is empty although the mechanism estimates items, and what to do; empty otherwise. Set for a
+    string RAPPOR campaign without candidate strings (none in the campaign and none in the request): its
+    reports are hashed, so only `rappor_bits` can be estimated; give candidates here or in the campaign, or
+    call Analyst.DecodeRappor with candidates to find which strings are present.
+    """
     @property
     def items(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___ItemEstimate]:
         """One estimate per value (see ItemEstimate), in domain order or candidate order."""
@@ -290,8 +297,9 @@ class EstimateResponse(google.protobuf.message.Message):
         postprocessed: collections.abc.Iterable[global___PostprocessedEstimates] | None = ...,
         means: collections.abc.Iterable[global___MeanEstimate] | None = ...,
         population_size: builtins.int = ...,
+        note: builtins.str = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse

@@ -236,9 +236,10 @@ class Report(google.protobuf.message.Message):
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
-    """Client-chosen id, 1..128 characters, unique per campaign (for example a random UUID). Resubmitting the
-    same id is a no-op that returns duplicate = true, so retries are safe. Report ids and batch ids share
-    one namespace per campaign.
+    """Client-chosen id, 1 to 128 Unicode code points (not UTF-16 units, not bytes: up to 512 UTF-8 bytes),
+    unique per campaign (for example a random UUID). Resubmitting the same id is a no-op that returns
+    duplicate = true, so retries are safe. Report ids and batch ids share one namespace per campaign: a
+    report and a batch with the same id are the same submission.
     """
     rr_answer: builtins.bool
     """rr: the randomized answer, true = "yes"."""
@@ -422,7 +423,7 @@ class ReportBatch(google.protobuf.message.Message):
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
-    """Client-chosen id, 1..128 characters, unique per campaign (for example a random UUID or
+    """Client-chosen id, 1 to 128 Unicode code points, unique per campaign (for example a random UUID or
     "<device>-<sequence>"). The server counts a batch at most once: resubmitting an id it has acknowledged
     returns duplicate = true and changes nothing, so a client retries with the SAME id until it gets an
     answer.
