@@ -47,6 +47,7 @@ from typing import Any, Final
 
 from ldp_aggregator.store import TokenRecord
 from ldp_client.errors import InvalidParameterError, LdpError, shown
+from ldp_client.wire import MAX_ID_LENGTH
 
 __all__ = [
     "METHOD_ROLES",
@@ -171,6 +172,11 @@ def new_token_record(
             raise InvalidParameterError(
                 "campaigns", list(scope), f"none for role {r.value!r} (only reporter tokens are scoped)"
             )
+        for cid in scope:  # the rule of campaign ids, so that a scope can name only possible campaigns
+            if not isinstance(cid, str) or not 1 <= len(cid) <= MAX_ID_LENGTH:
+                raise InvalidParameterError(
+                    "campaigns", cid, f"campaign ids of 1 to {MAX_ID_LENGTH} Unicode code points"
+                )
     token = new_token()
     record = TokenRecord(
         token_id="tok_" + secrets.token_hex(6),

@@ -337,9 +337,11 @@ class Guard(_Interceptor):
         return behavior
 
     def _admission_only(self, method: str, handler: _Handler) -> _Handler:
-        async def gate(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        async def gate(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             try:
-                self._admit(method, context)
+                _, principal = self._admit(method, context)
+                # A request stream has no single campaign_id: a campaign-limited token is refused (closed).
+                _check_scope(principal, method, request)
             except Exception as exc:
                 await self._refuse(context, method, exc, 0)
                 raise  # unreachable
@@ -348,14 +350,14 @@ class Guard(_Interceptor):
             if inspect.isasyncgenfunction(fn):
 
                 async def generator(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                    await gate(context)
+                    await gate(request, context)
                     async for item in fn(request, context):
                         yield item
 
                 return generator
 
             async def coroutine(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                await gate(context)
+                await gate(request, context)
                 return await fn(request, context)
 
             return coroutine

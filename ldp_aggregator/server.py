@@ -224,7 +224,8 @@ def _check_address_free(listen: str) -> None:
     gRPC binds with ``SO_REUSEPORT`` by default, which let a second server share the port with the first
     (calls then alternated between two databases). The server turns that off; this probe runs first, for
     every address the host resolves to, so that a taken address is reported plainly, before the store is
-    opened, and also when only one of several addresses (``localhost``: 127.0.0.1 and ::1) is taken.
+    opened, and also when only one of several addresses (``localhost``: 127.0.0.1 and ::1) is taken. An
+    address of a family this host lacks (::1 without IPv6) is skipped, as gRPC skips it, unless none is left.
     """
     host, _, port_text = listen.rpartition(":")
     port = int(port_text)
@@ -237,13 +238,19 @@ def _check_address_free(listen: str) -> None:
         raise InvalidParameterError(
             "listen", listen, f"a HOST:PORT whose host resolves ({exc.strerror})"
         ) from None
+    unusable: list[OSError] = []
     for family, kind, proto, _, address in infos:
-        with socket.socket(family, kind, proto) as probe:
-            # As gRPC does: SO_REUSEADDR lets it bind over connections in TIME_WAIT, not over a listener.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if name in ("", "::") else 1)
+        try:
+            probe = socket.socket(family, kind, proto)
+        except OSError as exc:  # e.g. no IPv6 in this kernel
+            unusable.append(exc)
+            continue
+        with probe:
             try:
+                # As gRPC does: SO_REUSEADDR binds over connections in TIME_WAIT, never over a listener.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:  # "::" is dual-stack in gRPC: probe the IPv4 side too
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, int(name not in ("", "::")))
                 probe.bind(address)
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
@@ -251,17 +258,18 @@ def _check_address_free(listen: str) -> None:
                         f"listen={listen}: address already in use (another process, perhaps another"
                         " ldp-aggregator, listens on it): stop it or choose another --listen port"
                     ) from None
-                if exc.errno == errno.EADDRNOTAVAIL:
-                    raise InvalidParameterError(
-                        "listen", listen, "an address of this host (this one is not assigned to it)"
-                    ) from None
                 if exc.errno == errno.EACCES:
                     raise InvalidParameterError(
                         "listen", listen, "a port this user may bind (ports below 1024 need privileges)"
                     ) from None
-                raise InvalidParameterError(
-                    "listen", listen, f"an address this host can bind ({exc.strerror})"
-                ) from None
+                unusable.append(exc)
+    if unusable and len(unusable) == len(infos):
+        first = unusable[0]
+        if first.errno == errno.EADDRNOTAVAIL:
+            raise InvalidParameterError(
+                "listen", listen, "an address of this host (this one is not assigned to it)"
+            )
+        raise InvalidParameterError("listen", listen, f"an address this host can bind ({first.strerror})")
 
 
 def raise_open_file_limit() -> tuple[int, int]:

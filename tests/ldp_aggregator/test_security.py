@@ -860,3 +860,47 @@ def test_serve_command_refuses_a_public_address_without_tokens(tmp_path: Path) -
     )  # fmt: skip
     assert done.returncode == 2
     assert "loopback" in done.stderr and "token create" in done.stderr
+
+
+def test_a_scoped_token_is_refused_on_calls_without_one_campaign(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: a server-streaming RPC (none in ldp.v1 yet) whose request names no campaign_id."""
+    import asyncio
+
+    from ldp_aggregator.guard import Guard
+
+    monkeypatch.setitem(METHOD_ROLES, "/ldp.v1.Collector/Watch", frozenset({Role.REPORTER}))  # type: ignore[index]
+
+    token, record = new_token_record(Role.REPORTER, campaigns=["c"])
+    guard = Guard(Authenticator([record]), RateLimiter(Limits()), None)
+
+    async def watch(request: object, context: object) -> object:
+        yield "event"
+
+    class Context:
+        def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+            return _md(token)
+
+        def peer(self) -> str:
+            return "ipv4:127.0.0.1:5000"
+
+        async def abort(self, code: grpc.StatusCode, message: str, **kw: object) -> None:
+            raise PermissionError(code, message)
+
+    handler = grpc.unary_stream_rpc_method_handler(watch)
+    wrapped = guard._admission_only("/ldp.v1.Collector/Watch", handler).unary_stream
+
+    async def first(request: object) -> object:
+        async for item in wrapped(request, Context()):  # type: ignore[misc]
+            return item
+        return None
+
+    assert asyncio.run(first(services_pb2.GetCampaignRequest(campaign_id="c"))) == "event"
+    for request in (
+        services_pb2.GetCampaignRequest(campaign_id="other"),
+        services_pb2.ListCampaignsRequest(),
+    ):
+        with pytest.raises(PermissionError) as info:
+            asyncio.run(first(request))
+        assert info.value.args[0] == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(InvalidParameterError, match="campaigns"):
+        new_token_record(Role.REPORTER, campaigns=["x" * 129])
