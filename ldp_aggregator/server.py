@@ -416,6 +416,8 @@ async def _refresh_tokens(store: Store, auth: Authenticator, every_s: float) -> 
                       note="a token was created: every ldp.v1 call now needs one")  # fmt: skip
         elif auth.active_tokens != before:
             log_event(log, "tokens_reloaded", tokens=auth.active_tokens)
+            if auth.active_tokens == 0:
+                _log_no_valid_tokens()
 
 
 async def _purge_loop(store: Store, metrics: Metrics, days: float, every_s: float) -> None:
@@ -556,13 +558,26 @@ def _log_started(config: ServerConfig, running: _Running) -> None:
             note="no access token in the database: authentication is OFF, listening on loopback only;"
             " create tokens with `ldp-aggregator token create` to serve other hosts",
         )
-    elif config.tls_cert is None and not is_loopback(config.host):
-        log_event(
-            log,
-            "tls_disabled",
-            level=logging.WARNING,
-            note="tokens travel in clear text over the network: configure tls_cert and tls_key",
-        )
+    else:
+        if running.authenticator.active_tokens == 0:
+            _log_no_valid_tokens()
+        if config.tls_cert is None and not is_loopback(config.host):
+            log_event(
+                log,
+                "tls_disabled",
+                level=logging.WARNING,
+                note="tokens travel in clear text over the network: configure tls_cert and tls_key",
+            )
+
+
+def _log_no_valid_tokens() -> None:
+    log_event(
+        log,
+        "no_valid_tokens",
+        level=logging.WARNING,
+        note="authentication stays on (a token was created once) but every token is revoked: all ldp.v1"
+        " calls are refused until `ldp-aggregator token create` makes a new one",
+    )
 
 
 async def _shutdown(running: _Running, grace_s: float) -> None:

@@ -266,15 +266,28 @@ def test_authentication_stays_on_after_every_token_is_revoked_and_a_restart(tmp_
     _, record = new_token_record(Role.ADMIN)
     add_token(db, record)
     assert revoke_token(db, record.token_id)
-    # Restarted with no valid token: still on, so it may even listen beyond loopback.
-    with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as server:
+    # Restarted with no valid token: still on, and the log says that every call is refused.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("ldp_aggregator")
+    logger.addHandler(handler)
+    try:
+        server = BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")).start()
+    finally:
+        logger.removeHandler(handler)
+    try:
+        events = {json.loads(line)["event"] for line in stream.getvalue().splitlines()}
+        assert "no_valid_tokens" in events and "auth_disabled" not in events
         assert server.authenticator is not None and server.authenticator.required
         c = Client(server)
         err = _error(c.analyst.ListCampaigns, services_pb2.ListCampaignsRequest())
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED
         c.channel.close()
-        token, fresh = new_token_record(Role.ANALYST)
-        add_token(db, fresh)
+    finally:
+        server.stop()
+    token, fresh = new_token_record(Role.ANALYST)
+    add_token(db, fresh)
     with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as server:
         c = Client(server)
         md = (("authorization", f"Bearer {token}"),)
