@@ -68,10 +68,10 @@ def test_cli_errors_are_clear(running: Running, tmp_path: Path) -> None:
     code, out = _run("campaign", "create", "x", "--mechanism", "grr", "--epsilon", "1", "--server", server)
     assert code == 2 and "domain" in out
     code, out = _run("campaign", "show", "missing", "--server", server)
-    assert code == 2 and "NOT_FOUND" in out
+    assert code == 3 and "NOT_FOUND" in out  # the server refused: exit 3
     code, out = _run("estimate", "missing", "--db", str(tmp_path / "none.sqlite3"))
     assert code == 2 and "no such database" in out
     code, out = _run("campaign", "create", "y", "--mechanism", "rr", "--epsilon", "1", "--server", server)
     assert code == 0
     code, out = _run("campaign", "create", "y", "--mechanism", "rr", "--epsilon", "1", "--server", server)
-    assert code == 2 and "ALREADY_EXISTS" in out
+    assert code == 3 and "ALREADY_EXISTS" in out

@@ -72,7 +72,7 @@ def test_run_rappor_with_candidates_json_and_plot(tmp_path: Path) -> None:
         "--candidates", str(cands),
         "--repeat", "2",
         "--seed", "4",
-        "--json", str(out_json),
+        "--json-out", str(out_json),
         "--plot", str(out_png),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -105,7 +105,7 @@ def test_run_rr_report_mode_json_infinity_as_string(tmp_path: Path) -> None:
     out_json = tmp_path / "rr.json"
     res = _invoke(
         "run", "-m", "rr", "-e", "1", "-p", "uniform", "-n", "5000", "--mode", "report",
-        "--json", str(out_json),
+        "--json-out", str(out_json),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     doc = _strict_json(out_json)
@@ -131,7 +131,7 @@ def test_sweep_over_epsilon_json_and_plot(tmp_path: Path) -> None:
     out_json, out_png = tmp_path / "sweep.json", tmp_path / "sweep.png"
     res = _invoke(
         "sweep", "-m", "grr", "-d", "16", "-n", "50000", "--over", "epsilon", "--values", "0.5,1,2,4",
-        "--json", str(out_json), "--plot", str(out_png),
+        "--json-out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "sweep over epsilon" in res.output
@@ -146,7 +146,7 @@ def test_sweep_target_error(tmp_path: Path) -> None:
     out_json, out_png = tmp_path / "t.json", tmp_path / "t.png"
     res = _invoke(
         "sweep", "-m", "grr", "-d", "16", "--over", "epsilon", "--values", "1,2",
-        "--target-error", "0.01", "--error-metric", "max-se", "--json", str(out_json), "--plot", str(out_png),
+        "--target-error", "0.01", "--error-metric", "max-se", "--json-out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "users needed" in res.output
@@ -249,7 +249,7 @@ def test_non_integer_users_is_a_usage_error() -> None:
 
 def test_unwritable_json_path(tmp_path: Path) -> None:
     res = _invoke(
-        "run", "-m", "rr", "-e", "1", "-n", "100", "--json", str(tmp_path / "no" / "dir" / "x.json")
+        "run", "-m", "rr", "-e", "1", "-n", "100", "--json-out", str(tmp_path / "no" / "dir" / "x.json")
     )
     assert res.exit_code == 2
-    assert "--json" in res.output
+    assert "--json-out" in res.output
