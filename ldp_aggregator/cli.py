@@ -11,6 +11,7 @@ errors follow :mod:`ldp_aggregator.cli_common` (shared with ``ldp-sim``).
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,9 +52,9 @@ __all__ = ["app", "main"]
 
 _HELP = (
     "Run the LDP aggregator service, manage campaigns and access tokens, read estimates.\n\n"
-    f"Campaign, estimate and decode commands talk to a running server ([bold]--server[/bold] HOST:PORT, "
-    f"default {DEFAULT_LISTEN}); estimate, decode, associate and campaign export can read a database file "
-    "instead ([bold]--db[/bold] PATH).\n"
+    "Campaign, estimate and decode commands talk to a running server ([bold]--server[/bold] HOST:PORT or "
+    f"LDP_SERVER, default {DEFAULT_LISTEN}); estimate, decode, associate and campaign export can read a "
+    "database file instead ([bold]--db[/bold] PATH).\n"
     "Access token and TLS options go [bold]before[/bold] the command, or in the environment: "
     "ldp-aggregator --token TOKEN campaign list, or LDP_TOKEN, LDP_TLS_CA, LDP_TLS_CERT, LDP_TLS_KEY.\n"
     "Create the first token (an admin one) with: ldp-aggregator token create --role admin --db PATH"
@@ -65,10 +66,13 @@ campaign_app = typer.Typer(
 )
 app.add_typer(campaign_app, name="campaign")
 
-out = Console()
+# Results on stdout: the terminal's width, or 120 columns into a file or pipe (as ldp-sim).
+out = Console(width=None if sys.stdout.isatty() else 120)
 note = Console(stderr=True, highlight=False)  # notes beside the data on stdout (a token, JSON) go to stderr
 
-ServerOpt = Annotated[str, typer.Option("--server", help="Aggregator address HOST:PORT.")]
+ServerOpt = Annotated[
+    str, typer.Option("--server", envvar="LDP_SERVER", help="Aggregator address HOST:PORT.")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 
 
@@ -175,7 +179,8 @@ def rpc_error_message(status: grpc.StatusCode, details: str, *, token_given: boo
     if status is grpc.StatusCode.UNAVAILABLE:
         return (
             f"UNAVAILABLE: cannot reach the aggregator at --server {server} ({details}); is "
-            "ldp-aggregator serve running there? A TLS server needs --tls-ca (or LDP_TLS_CA)"
+            "ldp-aggregator serve running there? A TLS server needs --tls-ca (LDP_TLS_CA), mutual TLS also "
+            "--tls-cert and --tls-key (docs/tls.md)"
         )
     return f"{status.name}: {details}"
 
