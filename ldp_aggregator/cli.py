@@ -68,7 +68,9 @@ app.add_typer(campaign_app, name="campaign")
 
 # Results on stdout: the terminal's width, or 120 columns into a file or pipe (as ldp-sim).
 out = Console(width=None if sys.stdout.isatty() else 120)
-note = Console(stderr=True, highlight=False)  # notes beside the data on stdout (a token, JSON) go to stderr
+note = Console(
+    stderr=True, highlight=False, soft_wrap=True
+)  # notes beside the data on stdout (a token, JSON) go to stderr
 
 ServerOpt = Annotated[
     str, typer.Option("--server", envvar="LDP_SERVER", help="Aggregator address HOST:PORT.")
@@ -155,7 +157,7 @@ def _analyst(server: str) -> services_pb2_grpc.AnalystStub:
     return services_pb2_grpc.AnalystStub(_channel(server))
 
 
-_CREATE_ADMIN = "ldp-aggregator token create --role admin --db PATH (PATH: the server's database)"
+_CREATE_ADMIN = "ldp-aggregator token create --role admin --db PATH, PATH being the server's database"
 
 
 def rpc_error_message(status: grpc.StatusCode, details: str, *, token_given: bool, server: str) -> str:
@@ -174,7 +176,8 @@ def rpc_error_message(status: grpc.StatusCode, details: str, *, token_given: boo
     if status is grpc.StatusCode.PERMISSION_DENIED:
         return (
             f"PERMISSION_DENIED: {details}: give a token of that role with --token TOKEN or LDP_TOKEN "
-            f"(an admin token may call everything; create one with {_CREATE_ADMIN})"
+            "(admin: create and close campaigns, and read; analyst: read; reporter: submit); create one with "
+            "ldp-aggregator token create --role ROLE --db PATH"
         )
     if status is grpc.StatusCode.UNAVAILABLE:
         return (

@@ -89,7 +89,10 @@ def _prepare_db(db: Path, *, create: bool) -> None:
 @token_app.command("create")
 def token_create(
     role: Annotated[
-        str, typer.Option(help="reporter (submit), analyst (read, decode) or admin (everything).")
+        str,
+        typer.Option(
+            help="reporter (submit reports), analyst (read, decode) or admin (read, create, close)."
+        ),
     ],
     name: Annotated[str, typer.Option(help="Who or what uses it (free text).")] = "",
     db: ServerDbOpt = DEFAULT_DB,
@@ -98,8 +101,8 @@ def token_create(
     """Create a token and print it once: it cannot be shown again (only its SHA-256 is stored).
 
     The token alone goes to stdout, its id and role to stderr: export LDP_TOKEN=$(ldp-aggregator token
-    create --role admin --db PATH). The first token switches authentication on: create an admin token
-    first, or keep one, to manage campaigns afterwards.
+    create --role admin --db PATH). The first token switches authentication on for every call: create
+    an admin token first and keep it, to manage campaigns afterwards.
     """
     if role not in {r.value for r in Role}:
         raise _fail(f"--role {role!r}: allowed {', '.join(r.value for r in Role)}")

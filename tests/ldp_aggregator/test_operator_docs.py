@@ -245,3 +245,20 @@ def test_a_key_that_does_not_match_its_certificate_is_named(
         assert "tls_key='tls/client.key'" in result.output and "does not match" in result.output
         assert "tls/server.pem" in result.output and "bind" not in result.output
         assert len(result.output.strip().splitlines()) == 1
+
+
+def test_readme_points_at_files_that_exist() -> None:
+    # Issue 13: the README sent readers to a DESIGN.md that is not in the repository.
+    text = README.read_text(encoding="utf-8")
+    assert "DESIGN.md" not in text
+    paths = set(
+        re.findall(r"(?<![\w/.-])((?:docs|examples|bench)/[\w./-]+\.(?:md|py|toml|txt|csv|png))", text)
+    )
+    assert {
+        "docs/architecture.md",
+        "docs/tls.md",
+        "examples/campaign.toml",
+        "examples/candidates.txt",
+    } <= paths
+    missing = sorted(p for p in paths if not (ROOT / p).is_file())
+    assert not missing, missing
