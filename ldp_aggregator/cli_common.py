@@ -24,11 +24,13 @@ markup and show every default.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
@@ -209,6 +211,19 @@ def _is_cli_control(exc: BaseException) -> bool:
     return hasattr(exc, "exit_code") and hasattr(exc, "show")
 
 
+def _usage_message(exc: Any) -> str:
+    """A usage error's message, with the value that was refused when the library kept it aside."""
+    message = str(exc.format_message()).rstrip(".")
+    errors = getattr(exc.__cause__, "errors", None)  # a type check failure keeps the input there
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            value = str(errors()[0]["input"])
+            shown = value if len(value) <= 80 else value[:77] + "..."
+            message += f" (value given: {shown!r})"
+    ctx = getattr(exc, "ctx", None)
+    return message + (f"; see: {ctx.command_path} --help" if ctx is not None else "")
+
+
 class ConventionGroup(TyperGroup):
     """The root command group of both command lines: anything a command did not handle ends as one line.
 
@@ -216,6 +231,38 @@ class ConventionGroup(TyperGroup):
     unavailable store), anything else 1 ("internal error"). ``LDP_DEBUG=1`` re-raises instead, for the
     traceback.
     """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command line; a usage error (unknown option, missing value, wrong type) is one line too.
+
+        The library would draw a boxed panel; the convention is one ``error:`` line naming the option and
+        the value, then the command's ``--help`` to see what is allowed, and exit 2.
+        """
+        run = functools.partial(
+            super().main, args, prog_name, complete_var, windows_expand_args=windows_expand_args, **extra
+        )
+        if not standalone_mode:
+            return run(standalone_mode=False)
+        try:
+            code = run(standalone_mode=False)
+        except Exception as exc:
+            if not (hasattr(exc, "exit_code") and hasattr(exc, "format_message")):
+                raise
+            if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+                print_error(_usage_message(exc))
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            print_error("aborted")
+            sys.exit(EXIT_INTERNAL)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
 
     def invoke(self, ctx: Any) -> Any:
         try:

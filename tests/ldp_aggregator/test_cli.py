@@ -310,3 +310,21 @@ def test_a_busy_metrics_port_is_one_line(tmp_path: Path) -> None:
         )
     line = _one_error_line(result.output)
     assert result.exit_code == 2 and f"metrics_port={port}" in line and "free TCP port" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["estimate", "x", "--confidence", "abc"], ["--confidence", "'abc'", "estimate --help"]),
+        (["campaign", "list", "--jsn"], ["--jsn", "--json"]),
+        (["token", "create"], ["--role"]),
+        (["nosuch"], ["nosuch"]),
+    ],
+)
+def test_usage_errors_are_one_line_too(argv: list[str], needles: list[str]) -> None:
+    # Issue 13: the library drew a boxed panel of several lines; the convention is one error line.
+    result = _invoke(*argv)
+    line = _one_error_line(result.output)
+    assert result.exit_code == 2
+    for needle in needles:
+        assert needle in line, (needle, line)
