@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -211,6 +212,24 @@ def _is_cli_control(exc: BaseException) -> bool:
     return hasattr(exc, "exit_code") and hasattr(exc, "show")
 
 
+def _reflow(text: str) -> str:
+    """Docstring paragraphs as single lines (the help renderer keeps a docstring's line breaks, which then
+    break mid-sentence); indented blocks such as examples keep theirs."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(
+        p if any(line[:1].isspace() for line in p.splitlines()) else " ".join(p.split("\n"))
+        for p in paragraphs
+    )
+
+
+def _reflow_help(group: Any) -> None:
+    """Reflow the help of every command under ``group`` (the root's own help is written line by line)."""
+    for command in getattr(group, "commands", {}).values():
+        if command.help:
+            command.help = _reflow(command.help)
+        _reflow_help(command)
+
+
 def _usage_message(exc: Any) -> str:
     """A usage error's message, with the value that was refused when the library kept it aside."""
     message = str(exc.format_message()).rstrip(".")
@@ -246,6 +265,7 @@ class ConventionGroup(TyperGroup):
         The library would draw a boxed panel; the convention is one ``error:`` line naming the option and
         the value, then the command's ``--help`` to see what is allowed, and exit 2.
         """
+        _reflow_help(self)
         run = functools.partial(
             super().main, args, prog_name, complete_var, windows_expand_args=windows_expand_args, **extra
         )
