@@ -35,7 +35,6 @@ from google.protobuf.json_format import MessageToDict
 
 from ldp_aggregator.accumulators import accumulator_from_bytes
 from ldp_aggregator.analysis import estimate_to_dict
-from ldp_aggregator.cli_common import json_safe
 from ldp_client._proto.ldp.v1 import campaign_pb2, services_pb2
 
 __all__ = ["EXPORT_FORMAT", "accumulator_to_dict", "campaign_to_dict", "export_to_dict"]
@@ -79,8 +78,8 @@ def campaign_to_dict(msg: campaign_pb2.Campaign) -> dict[str, Any]:
         id=msg.id,
         mechanism=msg.WhichOneof("mechanism") or "",
         description=msg.description,
-        epsilon=json_safe(msg.epsilon),
-        epsilon_inf=json_safe(msg.epsilon_inf),
+        epsilon=_json_value(msg.epsilon),
+        epsilon_inf=_json_value(msg.epsilon_inf),
         created_unix_ms=msg.created_unix_ms,
         closed=msg.closed,
         candidates=list(msg.candidates),
