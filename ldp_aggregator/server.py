@@ -319,9 +319,8 @@ async def _start(config: ServerConfig) -> _Running:
             raise InvalidParameterError(
                 "listen", config.listen, f"an address this host can bind ({exc})"
             ) from None
-        if (
-            config.metrics_port is not None
-        ):  # before the gRPC server starts: a busy port stops nothing running
+        # Metrics before the gRPC server starts: a busy metrics port then stops nothing already running.
+        if config.metrics_port is not None:
             try:
                 metrics.serve(config.metrics_port)
             except OSError as exc:
