@@ -14,12 +14,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[all]'
 	touch $(STAMP)
 
+# The demo runs on a database of its own (demo-output/demo.sqlite3, made afresh every run): it never
+# touches the operator's ldp-data/ldp.sqlite3 or its tokens.
 demo: $(STAMP)
-	$(BIN)/python -m simulations.demo
+	$(BIN)/python -m simulations.demo --out demo-output
 
 lint: $(STAMP)
-	$(BIN)/ruff check ldp_client ldp_aggregator simulations tests bench scripts
-	$(BIN)/ruff format --check ldp_client ldp_aggregator simulations tests bench scripts
+	$(BIN)/ruff check ldp_client ldp_aggregator simulations tests bench scripts examples
+	$(BIN)/ruff format --check ldp_client ldp_aggregator simulations tests bench scripts examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -16,6 +16,7 @@ from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.estimators import (
     FrequencyEstimate,
     RapporBitEstimate,
+    _check_candidates,
     estimate_frequencies,
     estimate_rappor_bits,
     estimate_rappor_candidates,
@@ -101,6 +102,8 @@ def estimate_campaign(
             raise InvalidParameterError("accumulator", type(acc).__name__, "bit counts for rappor")
         if acc.n > 0:
             bits = estimate_rappor_bits(params, acc)
+        if candidates:  # issue 13: checked before the data (the same answer with or without reports)
+            _check_candidates(candidates)
         chosen = tuple(candidates) or info.candidates
         if chosen and acc.n > 0:
             frequencies = estimate_rappor_candidates(

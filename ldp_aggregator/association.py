@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from ldp_aggregator.estimators import NoReportsError, normal_quantile, rappor_design
+from ldp_aggregator.estimators import NoReportsError, _check_candidates, normal_quantile, rappor_design
 from ldp_aggregator.paired_accumulator import PairedAccumulator
 from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
 from ldp_client.params import (
@@ -344,6 +344,16 @@ def _covariance(info: NDArray[np.float64], theta: NDArray[np.float64]) -> NDArra
     return np.asarray(J @ np.linalg.pinv(red, hermitian=True) @ J.T)
 
 
+def _check_em_options(confidence: float, max_iterations: int, tolerance: float) -> float:
+    """The request's EM options (raises InvalidParameterError naming the bad one); returns z of confidence."""
+    z = normal_quantile(confidence)
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 10:
+        raise InvalidParameterError("max_iterations", max_iterations, "an integer >= 10")
+    if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance > 0):
+        raise InvalidParameterError("tolerance", tolerance, "a number > 0")
+    return z
+
+
 def estimate_association(
     params: PairedParams,
     first: SideLikelihood,
@@ -369,11 +379,7 @@ def estimate_association(
         InvalidParameterError: mismatched rows, bad options.
         NoReportsError: no reports.
     """
-    z = normal_quantile(confidence)
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 10:
-        raise InvalidParameterError("max_iterations", max_iterations, "an integer >= 10")
-    if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance > 0):
-        raise InvalidParameterError("tolerance", tolerance, "a number > 0")
+    z = _check_em_options(confidence, max_iterations, tolerance)
     n_rows = first.log_lik.shape[0]
     if second.log_lik.shape[0] != n_rows:
         raise InvalidParameterError(
@@ -617,11 +623,21 @@ def associate_campaign(
         raise InvalidReportError("accumulator", type(acc).__name__, "a PairedAccumulator")
     if isinstance(max_values, bool) or not isinstance(max_values, int) or not 1 <= max_values <= 1000:
         raise InvalidParameterError("max_values", max_values, "an integer in [1, 1000]")
+    # Issue 13: every option of the request is checked before the data, so an empty campaign gives the same
+    # answer to a bad request as one with reports.
+    _check_em_options(confidence, max_iterations, tolerance)
+    requested = (tuple(first_candidates), tuple(second_candidates))
+    for side, side_params, req in zip(_SIDES, params.sides, requested, strict=True):
+        if req and not isinstance(side_params, RapporParams):
+            raise InvalidParameterError(
+                f"{side}_candidates", f"{len(req)} candidates", f"none for a {side_params.name} side"
+            )
+        if req:
+            _check_candidates(req)
     if acc.n == 0:
         raise NoReportsError(0)
     cid = info.campaign_id
     warns: list[str] = []
-    requested = (tuple(first_candidates), tuple(second_candidates))
     side_cands: list[tuple[str, ...]] = []
     for side, side_params, req, side_acc in zip(
         _SIDES, params.sides, requested, (acc.first, acc.second), strict=True

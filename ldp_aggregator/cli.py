@@ -1,50 +1,87 @@
 """``ldp-aggregator``: run the service, manage campaigns, read estimates (Typer).
 
 Campaign and estimate commands talk to a running server over gRPC (``--server HOST:PORT``);
-``estimate`` can also read a database file directly (``--db``), which needs no server. Client options
-(access token, TLS) come before the command, or from the environment: ``ldp-aggregator --token T
---tls-ca ca.pem campaign list --server host:50051``, or ``LDP_TOKEN``, ``LDP_TLS_CA``, ``LDP_TLS_CERT``,
-``LDP_TLS_KEY``. Token, retention and export commands are in :mod:`ldp_aggregator.cli_ops`.
+``estimate``, ``decode``, ``associate`` and ``campaign export`` can also read a database file directly
+(``--db``), which needs no server. Client options (access token, TLS) come before the command, or from the
+environment: ``ldp-aggregator --token T --tls-ca ca.pem campaign list --server host:50051``, or
+``LDP_TOKEN``, ``LDP_TLS_CA``, ``LDP_TLS_CERT``, ``LDP_TLS_KEY``. Token, retention and export commands are in
+:mod:`ldp_aggregator.cli_ops`, decoding in :mod:`ldp_aggregator.cli_decode`. Exit codes, ``--json`` and
+errors follow :mod:`ldp_aggregator.cli_common` (shared with ``ldp-sim``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import grpc
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ldp_aggregator.analysis import estimate_to_dict, estimate_to_proto
+from ldp_aggregator.cli_common import (
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    exit_code_for_error,
+    exit_code_for_status,
+    new_app,
+    print_error,
+    print_json,
+    version_option,
+)
 from ldp_aggregator.config import load_settings
+from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.logs import configure_logging
-from ldp_aggregator.server import DEFAULT_LISTEN, run_server
+from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
+from ldp_aggregator.store import StoreLockedError
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, estimates_pb2, services_pb2, services_pb2_grpc
-from ldp_client.errors import LdpError
+from ldp_client.errors import LdpError, StoreUnavailableError
 from ldp_client.params import AUTO_MECHANISM, MECHANISM_NAMES, make_params
+
+if TYPE_CHECKING:
+    from ldp_aggregator.store import Store
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-campaign_app = typer.Typer(no_args_is_help=True, help="Create, list and show campaigns on a running server.")
+_HELP = (
+    "Run the LDP aggregator service, manage campaigns and access tokens, read estimates.\n\n"
+    "Campaign, estimate and decode commands talk to a running server ([bold]--server[/bold] HOST:PORT or "
+    f"LDP_SERVER, default {DEFAULT_LISTEN}); estimate, decode, associate and campaign export can read a "
+    "database file instead ([bold]--db[/bold] PATH).\n"
+    "Access token and TLS options go [bold]before[/bold] the command, or in the environment: "
+    "ldp-aggregator --token TOKEN campaign list, or LDP_TOKEN, LDP_TLS_CA, LDP_TLS_CERT, LDP_TLS_KEY.\n"
+    "Create the first token (an admin one) with: ldp-aggregator token create --role admin --db PATH"
+)
+
+app = new_app(help_text=_HELP, epilog="Guides: README.md, docs/operations.md, docs/tls.md.")
+campaign_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode="rich", help="Create, list, show, close and export campaigns."
+)
 app.add_typer(campaign_app, name="campaign")
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)  # error lines stay whole for grep and logs
+# Results on stdout: the terminal's width, or 120 columns into a file or pipe (as ldp-sim).
+out = Console(width=None if sys.stdout.isatty() else 120)
+note = Console(
+    stderr=True, highlight=False, soft_wrap=True
+)  # notes beside the data on stdout (a token, JSON) go to stderr
 
-ServerOpt = Annotated[str, typer.Option("--server", help="Aggregator address HOST:PORT.")]
+ServerOpt = Annotated[
+    str, typer.Option("--server", envvar="LDP_SERVER", help="Aggregator address HOST:PORT.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 
 
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=2)
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``error: message`` (one line on stderr); returns the Exit to raise (exit 2: bad input)."""
+    print_error(message)
+    return typer.Exit(code=code)
 
 
 @dataclass(kw_only=True)
@@ -55,6 +92,7 @@ class _ClientOptions:
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    server: str = DEFAULT_LISTEN  # the last server a channel was opened to (for error messages)
 
     def credentials(self) -> grpc.ChannelCredentials | None:
         if self.tls_ca is None and self.tls_cert is None:
@@ -68,7 +106,7 @@ class _ClientOptions:
             try:
                 return path.read_bytes()
             except OSError as exc:
-                raise _fail(f"{opt} {path}: {exc.strerror}") from None
+                raise _fail(f"{opt} {path}: {exc.strerror}: allowed a readable PEM file") from None
 
         return grpc.ssl_channel_credentials(
             root_certificates=read("--tls-ca", self.tls_ca),
@@ -87,7 +125,11 @@ _client = _ClientOptions()
 def _root(
     token: Annotated[
         str | None,
-        typer.Option(envvar="LDP_TOKEN", help="Access token sent to the server.", show_default=False),
+        typer.Option(
+            envvar="LDP_TOKEN",
+            help="Access token sent to the server (see token create).",
+            show_default=False,
+        ),
     ] = None,
     tls_ca: Annotated[
         Path | None, typer.Option(envvar="LDP_TLS_CA", help="Use TLS, trusting this CA (PEM).")
@@ -98,12 +140,15 @@ def _root(
     tls_key: Annotated[
         Path | None, typer.Option(envvar="LDP_TLS_KEY", help="Key of --tls-cert (PEM).")
     ] = None,
+    version: Annotated[bool, version_option("ldp-aggregator")] = False,
 ) -> None:
     """Run the aggregator service, manage campaigns and tokens, read estimates."""
+    del version  # handled by its eager callback
     _client.token, _client.tls_ca, _client.tls_cert, _client.tls_key = token, tls_ca, tls_cert, tls_key
 
 
 def _channel(server: str) -> grpc.Channel:
+    _client.server = server
     creds = _client.credentials()
     return grpc.secure_channel(server, creds) if creds is not None else grpc.insecure_channel(server)
 
@@ -112,54 +157,109 @@ def _analyst(server: str) -> services_pb2_grpc.AnalystStub:
     return services_pb2_grpc.AnalystStub(_channel(server))
 
 
+_CREATE_ADMIN = "ldp-aggregator token create --role admin --db PATH, PATH being the server's database"
+
+
+def rpc_error_message(status: grpc.StatusCode, details: str, *, token_given: bool, server: str) -> str:
+    """One line for a failed call, saying which option or variable fixes an access or connection error."""
+    if status is grpc.StatusCode.UNAUTHENTICATED:
+        if token_given:
+            return (
+                f"UNAUTHENTICATED: {details}: the token from --token or LDP_TOKEN was refused (revoked, or "
+                f"made for another database); create one with {_CREATE_ADMIN}"
+            )
+        return (
+            "UNAUTHENTICATED: this server needs an access token: give it with --token TOKEN before the "
+            "command (ldp-aggregator --token TOKEN campaign list) or in the environment variable LDP_TOKEN; "
+            f"create one with {_CREATE_ADMIN}"
+        )
+    if status is grpc.StatusCode.PERMISSION_DENIED:
+        return (
+            f"PERMISSION_DENIED: {details}: give a token of that role with --token TOKEN or LDP_TOKEN "
+            "(admin: create and close campaigns, and read; analyst: read; reporter: submit); create one with "
+            "ldp-aggregator token create --role ROLE --db PATH"
+        )
+    if status is grpc.StatusCode.UNAVAILABLE:
+        return (
+            f"UNAVAILABLE: cannot reach the aggregator at --server {server} ({details}); is "
+            "ldp-aggregator serve running there? A TLS server needs --tls-ca (LDP_TLS_CA), mutual TLS also "
+            "--tls-cert and --tls-key (docs/tls.md)"
+        )
+    return f"{status.name}: {details}"
+
+
 def _rpc(call: Any, *args: Any) -> Any:
     try:
         return call(*args, timeout=60, metadata=_client.metadata())
     except grpc.RpcError as exc:
-        raise _fail(f"{exc.code().name}: {exc.details()}") from None
+        status: grpc.StatusCode = exc.code()
+        details: str = exc.details() or ""
+        message = rpc_error_message(status, details, token_given=bool(_client.token), server=_client.server)
+        raise _fail(message, exit_code_for_status(status.name)) from None
+
+
+DB_ALLOWED = "allowed an ldp-aggregator database file (made by ldp-aggregator serve --db PATH)"
+
+
+def open_database(db: Path) -> Store:
+    """``--db PATH`` opened read-only (works while a server holds it), or a one-line error naming it."""
+    from ldp_aggregator.service import open_store
+
+    allowed = DB_ALLOWED
+    if not db.is_file():
+        raise _fail(f"--db {db}: no such database file; {allowed}")
+    try:
+        return open_store(str(db), read_only=True)
+    except StoreUnavailableError as exc:
+        raise _fail(f"--db {db}: {exc}; {allowed}") from None
+
+
+def _opt(help_text: str, default_shown: str, *names: str) -> Any:
+    """An option whose value None means "from --config, else the built-in default" (shown in the help)."""
+    return typer.Option(*names, help=help_text, show_default=default_shown)
 
 
 @app.command("serve")
 def serve_cmd(
     config: Annotated[
-        Path | None, typer.Option(help="TOML settings file (docs/operations.md); options override it.")
+        Path | None,
+        typer.Option(
+            help="TOML settings file (docs/operations.md); options override it.", show_default=False
+        ),
     ] = None,
-    db: Annotated[Path | None, typer.Option(help="SQLite database file [ldp-data/ldp.sqlite3].")] = None,
-    listen: Annotated[
-        str | None, typer.Option(help=f"Address to listen on, HOST:PORT [{DEFAULT_LISTEN}].")
-    ] = None,
+    db: Annotated[Path | None, _opt("SQLite database file.", str(DEFAULT_DB))] = None,
+    listen: Annotated[str | None, _opt("Address to listen on, HOST:PORT.", DEFAULT_LISTEN)] = None,
     retain_raw: Annotated[
-        bool | None, typer.Option("--retain-raw/--no-retain-raw", help="Keep raw reports [yes].")
+        bool | None, _opt("Keep raw reports (needed by associate).", "retain", "--retain-raw/--no-retain-raw")
     ] = None,
-    max_message_bytes: Annotated[int | None, typer.Option(help="Largest accepted request [16 MiB].")] = None,
-    tls_cert: Annotated[Path | None, typer.Option(help="Server certificate chain (PEM): TLS.")] = None,
-    tls_key: Annotated[Path | None, typer.Option(help="Private key of --tls-cert (PEM).")] = None,
+    max_message_bytes: Annotated[int | None, _opt("Largest accepted request, bytes.", "16 MiB")] = None,
+    tls_cert: Annotated[
+        Path | None, _opt("Server certificate chain (PEM): TLS (docs/tls.md).", "no TLS")
+    ] = None,
+    tls_key: Annotated[Path | None, _opt("Private key of --tls-cert (PEM).", "none")] = None,
     tls_client_ca: Annotated[
-        Path | None, typer.Option(help="Require client certificates signed by this CA (mutual TLS).")
+        Path | None, _opt("Require client certificates signed by this CA (mutual TLS).", "none")
     ] = None,
     metrics_port: Annotated[
-        int | None, typer.Option(help="Prometheus /metrics on 127.0.0.1:PORT (0: off) [off].")
+        int | None, _opt("Prometheus /metrics on 127.0.0.1:PORT (0: off).", "off")
     ] = None,
-    log_format: Annotated[str | None, typer.Option(help="Log lines: json or text [text].")] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error [info].")] = None,
+    log_format: Annotated[str | None, _opt("Log lines: json or text.", "text")] = None,
+    log_level: Annotated[str | None, _opt("debug, info, warning or error.", "info")] = None,
     raw_retention_days: Annotated[
-        float | None, typer.Option(help="Purge raw reports older than this (0: keep) [keep].")
+        float | None, _opt("Purge raw reports older than this many days (0: keep).", "keep")
     ] = None,
-    purge_interval_s: Annotated[float | None, typer.Option(help="Seconds between purges [3600].")] = None,
-    rate_requests: Annotated[
-        float | None, typer.Option(help="Requests/s per token (0: unlimited) [0].")
-    ] = None,
-    rate_reports: Annotated[
-        float | None, typer.Option(help="Reports/s per token (0: unlimited) [0].")
-    ] = None,
-    rate_burst_s: Annotated[
-        float | None, typer.Option(help="Rate-limit burst, in seconds of rate [1].")
-    ] = None,
-    max_batch_reports: Annotated[int | None, typer.Option(help="Most reports per batch [1,000,000].")] = None,
-    max_candidates: Annotated[int | None, typer.Option(help="Most candidates per request [10,000].")] = None,
-    token_refresh_s: Annotated[float | None, typer.Option(help="Seconds between token reloads [1].")] = None,
+    purge_interval_s: Annotated[float | None, _opt("Seconds between purges.", "3600")] = None,
+    rate_requests: Annotated[float | None, _opt("Requests/s per token (0: unlimited).", "0")] = None,
+    rate_reports: Annotated[float | None, _opt("Reports/s per token (0: unlimited).", "0")] = None,
+    rate_burst_s: Annotated[float | None, _opt("Rate-limit burst, in seconds of rate.", "1")] = None,
+    max_batch_reports: Annotated[int | None, _opt("Most reports per batch.", "1,000,000")] = None,
+    max_candidates: Annotated[int | None, _opt("Most candidates per request.", "10,000")] = None,
+    token_refresh_s: Annotated[float | None, _opt("Seconds between token reloads.", "1")] = None,
 ) -> None:
-    """Run the aggregator until SIGINT/SIGTERM, then drain and commit."""
+    """Run the aggregator until SIGINT/SIGTERM, then drain and commit.
+
+    Prints "ready on port N" on stdout once it listens; logs go to stderr.
+    """
     overrides = {
         "db": db,
         "listen": listen,
@@ -184,15 +284,19 @@ def serve_cmd(
         settings = load_settings(config, overrides)
         configure_logging(settings.log_format, settings.log_level.upper())
         run_server(settings.server, on_ready=lambda port: print(f"ready on port {port}", flush=True))
-    except LdpError as exc:
+    except StoreLockedError as exc:  # another server holds the database
+        raise _fail(str(exc), EXIT_UNAVAILABLE) from None
+    except LdpError as exc:  # a bad setting, certificate, port or database file
         raise _fail(str(exc)) from None
 
 
-def _read_lines(path: Path) -> list[str]:
+def _read_lines(path: Path, option: str = "--candidates") -> list[str]:
+    """The non-blank lines of a text file given with ``option`` (one candidate per line)."""
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _fail(f"cannot read {path}: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise _fail(f"{option} {path}: cannot read it ({reason}); allowed a UTF-8 text file") from None
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -212,10 +316,12 @@ def _campaign_from_options(
         try:
             spec = tomllib.loads(from_file.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise _fail(f"cannot read campaign file {from_file}: {exc}") from None
+            raise _fail(
+                f"--from-file {from_file}: cannot read it ({exc}); allowed a TOML campaign file"
+            ) from None
     mech = mechanism or spec.get("mechanism")
     if mech is None:
-        raise _fail(f"--mechanism is required (one of {', '.join(MECHANISM_NAMES)})")
+        raise _fail(f"--mechanism is required (one of {', '.join(MECHANISM_NAMES)}, or in --from-file)")
     fields: dict[str, object] = dict(spec.get("params", {}))
     for item in params:
         name, sep, value = item.partition("=")
@@ -236,7 +342,7 @@ def _campaign_from_options(
             from ldp_client.auto import auto_choice
 
             choice = auto_choice(epsilon=eps, domain=dom, fields=fields)
-            err.print(f"auto chose {choice.mechanism}: {choice.reason}", highlight=False, markup=False)
+            note.print(f"auto chose {choice.mechanism}: {choice.reason}", markup=False)
             p: Any = choice.params
         else:
             p = make_params(mech, epsilon=eps, domain=dom, fields=fields)
@@ -250,13 +356,17 @@ def _campaign_from_options(
         raise _fail(str(exc)) from None
 
 
-def _print_campaign(c: campaign_pb2.Campaign) -> None:
+def _print_campaign(c: campaign_pb2.Campaign, *, as_json: bool = False) -> None:
+    """A campaign as a few lines of text, or as JSON (:func:`ldp_aggregator.export.campaign_to_dict`)."""
+    if as_json:
+        print_json(campaign_to_dict(c))
+        return
     info = wire.campaign_from_proto(c)
-    closed = " \\[closed]" if c.closed else ""  # "\\[": a literal bracket, not rich markup
-    out.print(f"[bold]{c.id}[/bold] ({info.params.name}){closed}")
+    closed = " [closed]" if c.closed else ""
+    out.print(f"{c.id} ({info.params.name}){closed}", markup=False, highlight=False)
     if c.description:
-        out.print(f"  {c.description}")
-    out.print(f"  params: {info.params!r}")
+        out.print(f"  {c.description}", markup=False, highlight=False)
+    out.print(f"  params: {info.params!r}", markup=False)
     out.print(f"  epsilon per report: {c.epsilon:.6g}   longitudinal epsilon: {c.epsilon_inf:.6g}")
     if info.candidates:
         out.print(f"  candidates: {len(info.candidates)}")
@@ -269,76 +379,102 @@ def campaign_create(
         str | None,
         typer.Option(
             help=f"Mechanism: {', '.join(MECHANISM_NAMES)}, or auto (the lowest-variance frequency oracle "
-            "for --domain at --epsilon; optional --param max_report_bits=B)."
+            "for --domain at --epsilon; optional --param max_report_bits=B).",
+            show_default=False,
         ),
     ] = None,
     epsilon: Annotated[
         float | None,
-        typer.Option(help="Per-report epsilon (rr, grr, the frequency oracles, auto, numeric mechanisms)."),
+        typer.Option(
+            help="Per-report epsilon (rr, grr, the frequency oracles, auto, numeric mechanisms).",
+            show_default=False,
+        ),
     ] = None,
     domain: Annotated[
         int | None,
         typer.Option(
             help="Domain size (values 0..D-1) for grr, basic-rappor; multidim: the number of attributes "
-            "(with --param lo=.. --param hi=..; numeric mechanisms take --param lo/hi, not a domain)."
+            "(with --param lo=.. --param hi=..; numeric mechanisms take --param lo/hi, not a domain).",
+            show_default=False,
         ),
     ] = None,
-    labels: Annotated[str | None, typer.Option(help="Comma-separated domain labels.")] = None,
-    param: Annotated[list[str] | None, typer.Option(help="Mechanism field NAME=VALUE (repeatable).")] = None,
-    candidates: Annotated[Path | None, typer.Option(help="File of candidate strings, one per line.")] = None,
+    labels: Annotated[
+        str | None, typer.Option(help="Comma-separated domain labels.", show_default=False)
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="Mechanism field NAME=VALUE (repeatable), e.g. --param k=128.", show_default=False),
+    ] = None,
+    candidates: Annotated[
+        Path | None,
+        typer.Option(help="File of candidate strings, one per line (string RAPPOR).", show_default=False),
+    ] = None,
     description: Annotated[str, typer.Option(help="Free text.")] = "",
-    from_file: Annotated[Path | None, typer.Option(help="TOML file with the campaign definition.")] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML file with the campaign (examples/campaign.toml); options override it.",
+            show_default=False,
+        ),
+    ] = None,
     server: ServerOpt = DEFAULT_LISTEN,
+    as_json: JsonOpt = False,
 ) -> None:
     """Create a campaign (options, or a TOML file with mechanism, epsilon, domain, params, candidates)."""
     msg = _campaign_from_options(
         campaign_id, mechanism, epsilon, domain, labels, param or [], candidates, description, from_file
     )
     created = _rpc(_analyst(server).CreateCampaign, services_pb2.CreateCampaignRequest(campaign=msg))
-    _print_campaign(created)
+    _print_campaign(created, as_json=as_json)
 
 
 @campaign_app.command("list")
-def campaign_list(server: ServerOpt = DEFAULT_LISTEN) -> None:
-    """List campaigns."""
+def campaign_list(server: ServerOpt = DEFAULT_LISTEN, as_json: JsonOpt = False) -> None:
+    """List campaigns (JSON: {"campaigns": [...]}, each as campaign show --json)."""
     resp = _rpc(_analyst(server).ListCampaigns, services_pb2.ListCampaignsRequest())
+    if as_json:
+        print_json({"campaigns": [campaign_to_dict(c) for c in resp.campaigns]})
+        return
     table = Table("id", "mechanism", "epsilon", "epsilon_inf", "closed", "description")
     for c in resp.campaigns:
         table.add_row(
-            c.id,
+            Text(c.id),
             c.WhichOneof("mechanism") or "",
             f"{c.epsilon:.4g}",
             f"{c.epsilon_inf:.4g}",
             "yes" if c.closed else "",
-            c.description,
+            Text(c.description),
         )
     out.print(table)
 
 
 @campaign_app.command("show")
-def campaign_show(campaign_id: str, server: ServerOpt = DEFAULT_LISTEN) -> None:
-    """Show one campaign."""
+def campaign_show(
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
+    server: ServerOpt = DEFAULT_LISTEN,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one campaign: mechanism, parameters, epsilons, candidates."""
     _print_campaign(
-        _rpc(_analyst(server).GetCampaign, services_pb2.GetCampaignRequest(campaign_id=campaign_id))
+        _rpc(_analyst(server).GetCampaign, services_pb2.GetCampaignRequest(campaign_id=campaign_id)),
+        as_json=as_json,
     )
 
 
-def _estimate_from_db(
-    db: Path, campaign_id: str, cands: list[str], confidence: float, population_size: int | None = None
-) -> Any:
-    from ldp_aggregator.service import Aggregator, open_store
+def answer(db: Path | None, local: Callable[[Any], Any], remote: Callable[[], Any]) -> Any:
+    """``local(Aggregator)`` on the database file ``db`` (read-only), or ``remote()`` (an Analyst call).
 
-    if not db.exists():
-        raise _fail(f"--db {db}: no such database file")
-    store = open_store(str(db), read_only=True)
+    A project error met locally ends the command like the server's answer would (same exit code).
+    """
+    if db is None:
+        return remote()
+    from ldp_aggregator.service import Aggregator
+
+    store = open_database(db)
     try:
-        return estimate_to_proto(
-            Aggregator(store).estimate(
-                campaign_id, candidates=cands, confidence=confidence, population_size=population_size
-            )
-        )
+        return local(Aggregator(store))
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(str(exc), exit_code_for_error(exc)) from None
     finally:
         store.close()
 
@@ -352,7 +488,7 @@ def print_estimate(msg: estimates_pb2.EstimateResponse, *, truth: dict[str, int]
         f"{msg.campaign_id}: {msg.mechanism}, n={msg.n_reports:,}, epsilon={msg.epsilon:.4g}, "
         f"{msg.confidence:.0%} intervals"
     )
-    table = Table(title=title)
+    table = Table(title=Text(title))
     for col in ("item", "estimate", "std error", "interval"):
         table.add_column(col, justify="left" if col == "item" else "right")
     # Issue 6: the Norm-Sub counts, labelled as such, beside (never instead of) the unbiased estimate.
@@ -363,7 +499,12 @@ def print_estimate(msg: estimates_pb2.EstimateResponse, *, truth: dict[str, int]
         table.add_column("truth", justify="right")
         table.add_column("covered", justify="center")
     for i, it in enumerate(msg.items):
-        row = [it.label, f"{it.count:,.0f}", f"{it.std_error:,.0f}", f"[{it.ci_low:,.0f}, {it.ci_high:,.0f}]"]
+        row: list[str | Text] = [
+            Text(it.label),
+            f"{it.count:,.0f}",
+            f"{it.std_error:,.0f}",
+            f"[{it.ci_low:,.0f}, {it.ci_high:,.0f}]",
+        ]
         if norm_sub is not None:
             row.append(f"{norm_sub[i]:,.0f}")
         if truth is not None:
@@ -384,12 +525,12 @@ def _print_means(msg: estimates_pb2.EstimateResponse) -> None:
         f"{msg.campaign_id}: {msg.mechanism}, n={msg.n_reports:,}, epsilon={msg.epsilon:.4g}, "
         f"{msg.confidence:.0%} intervals, sums over N={msg.population_size:,}"
     )
-    table = Table(title=title)
+    table = Table(title=Text(title))
     for col in ("attribute", "mean", "std error", "interval", "sum", "sum std error", "reports"):
         table.add_column(col, justify="left" if col == "attribute" else "right")
     for m in msg.means:
         table.add_row(
-            m.label,
+            Text(m.label),
             f"{m.mean:.6g}",
             f"{m.std_error:.3g}",
             f"[{m.ci_low:.6g}, {m.ci_high:.6g}]",
@@ -400,18 +541,37 @@ def _print_means(msg: estimates_pb2.EstimateResponse) -> None:
     out.print(table)
 
 
+DbOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--db", help="Read this database file directly (read-only) instead of a server.", show_default=False
+    ),
+]
+CandidatesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--candidates",
+        help="String RAPPOR: candidate strings, one per line (default: the campaign's).",
+        show_default=False,
+    ),
+]
+ConfidenceOpt = Annotated[float, typer.Option(help="Interval confidence level, in (0, 1).")]
+
+
 @app.command("estimate")
 def estimate_cmd(
-    campaign_id: str,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    candidates: Annotated[Path | None, typer.Option(help="RAPPOR candidate strings, one per line.")] = None,
-    confidence: Annotated[float, typer.Option(help="Interval confidence level.")] = 0.95,
-    db: Annotated[Path | None, typer.Option(help="Read this database directly instead of a server.")] = None,
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
+    as_json: JsonOpt = False,
+    candidates: CandidatesOpt = None,
+    confidence: ConfidenceOpt = 0.95,
+    db: DbOpt = None,
     server: ServerOpt = DEFAULT_LISTEN,
     population_size: Annotated[
         int | None,
         typer.Option(
-            "--population-size", help="Numeric mechanisms: N for the estimated sums (default: the reports)."
+            "--population-size",
+            help="Numeric mechanisms: N for the estimated sums.",
+            show_default="the number of reports",
         ),
     ] = None,
 ) -> None:
@@ -419,25 +579,32 @@ def estimate_cmd(
     cands = _read_lines(candidates) if candidates is not None else []
     if population_size is not None and population_size < 1:
         raise _fail(f"--population-size={population_size}: allowed an integer >= 1")
-    if db is not None:
-        msg = _estimate_from_db(db, campaign_id, cands, confidence, population_size)
-    else:
-        req = estimates_pb2.EstimateRequest(
-            campaign_id=campaign_id,
-            candidates=cands,
-            confidence=confidence,
-            population_size=population_size or 0,
-        )
-        msg = _rpc(_analyst(server).GetEstimate, req)
+    msg = answer(
+        db,
+        lambda agg: estimate_to_proto(
+            agg.estimate(
+                campaign_id, candidates=cands, confidence=confidence, population_size=population_size
+            )
+        ),
+        lambda: _rpc(
+            _analyst(server).GetEstimate,
+            estimates_pb2.EstimateRequest(
+                campaign_id=campaign_id,
+                candidates=cands,
+                confidence=confidence,
+                population_size=population_size or 0,
+            ),
+        ),
+    )
     if as_json:
-        sys.stdout.write(json.dumps(estimate_to_dict(msg), indent=2) + "\n")
+        print_json(estimate_to_dict(msg))
     else:
         print_estimate(msg)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point (``ldp-aggregator``)."""
+    app(prog_name="ldp-aggregator")
 
 
 # Registers the token, purge and campaign close/export commands on ``app`` (imported last: it uses the

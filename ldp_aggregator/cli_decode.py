@@ -14,48 +14,34 @@ read a database file directly with ``--db`` (read-only; works while a server run
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from ldp_aggregator.cli import ServerOpt, _analyst, _fail, _read_lines, _rpc, app, out
+from ldp_aggregator.cli import (
+    CandidatesOpt,
+    ConfidenceOpt,
+    DbOpt,
+    JsonOpt,
+    ServerOpt,
+    _analyst,
+    _fail,
+    _read_lines,
+    _rpc,
+    answer,
+    app,
+    out,
+)
+from ldp_aggregator.cli_common import print_json
 from ldp_aggregator.server import DEFAULT_LISTEN
 from ldp_client._proto.ldp.v1 import decode_pb2
-from ldp_client.errors import LdpError
 
 __all__ = ["print_association", "print_decode"]
 
 _CORRECTIONS = {"bonferroni": 1, "bh": 2}
-DbOpt = Annotated[Path | None, typer.Option("--db", help="Read this database directly instead of a server.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-def _open_db(db: Path) -> Any:
-    from ldp_aggregator.service import open_store
-
-    if not db.exists():
-        raise _fail(f"--db {db}: no such database file")
-    return open_store(str(db), read_only=True)
-
-
-def _answer(db: Path | None, local: Callable[[Any], Any], remote: Callable[[], Any]) -> Any:
-    """``local(Aggregator)`` on the database file ``db`` (read-only), or ``remote()`` (an Analyst call)."""
-    if db is None:
-        return remote()
-    from ldp_aggregator.service import Aggregator
-
-    store = _open_db(db)
-    try:
-        return local(Aggregator(store))
-    except LdpError as exc:
-        raise _fail(str(exc)) from None
-    finally:
-        store.close()
 
 
 def print_decode(msg: decode_pb2.DecodeRapporResponse, *, show_all: bool = False) -> None:
@@ -65,14 +51,14 @@ def print_decode(msg: decode_pb2.DecodeRapporResponse, *, show_all: bool = False
         f"{msg.campaign_id}: {msg.mechanism} ({msg.method}), n={msg.n_reports:,}, epsilon={msg.epsilon:.4g}, "
         f"{msg.confidence:.0%} intervals, detection {corr} alpha={msg.alpha:g}"
     )
-    table = Table(title=title)
+    table = Table(title=Text(title))
     for col in ("candidate", "estimate", "proportion", "std error", "interval", "z", "detected"):
         table.add_column(col, justify="left" if col == "candidate" else "right")
     rows = sorted(msg.candidates, key=lambda c: -c.count)
     shown = [c for c in rows if show_all or c.selected or c.detected]
     for c in shown:
         table.add_row(
-            c.label,
+            Text(c.label),
             f"{c.count:,.0f}",
             f"{c.proportion:.4%}",
             f"{c.std_error:,.0f}",
@@ -100,20 +86,21 @@ def print_decode(msg: decode_pb2.DecodeRapporResponse, *, show_all: bool = False
             f"max |r|={r.max_abs_residual:.2f}"
         )
     for w in msg.warnings:
-        out.print(f"[yellow]warning:[/yellow] {w}")
+        out.print(Text.assemble(("warning:", "yellow"), " ", w))
 
 
 @app.command("decode")
 def decode_cmd(
-    campaign_id: str,
-    candidates: Annotated[
-        Path | None, typer.Option(help="String RAPPOR: candidates, one per line (default: the campaign's).")
-    ] = None,
-    alpha: Annotated[float, typer.Option(help="Detection level (family-wise, or FDR for bh).")] = 0.05,
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
+    candidates: CandidatesOpt = None,
+    alpha: Annotated[
+        float, typer.Option(help="Detection level in (0, 1) (family-wise, or FDR for bh).")
+    ] = 0.05,
     correction: Annotated[str, typer.Option(help="Multiple testing: bonferroni or bh.")] = "bonferroni",
-    confidence: Annotated[float, typer.Option(help="Interval confidence level.")] = 0.95,
+    confidence: ConfidenceOpt = 0.95,
     selection_z: Annotated[
-        float | None, typer.Option(help="LASSO penalty in z units (default: z_{1-5/M}, sigma-scaled).")
+        float | None,
+        typer.Option(help="LASSO penalty in z units, > 0.", show_default="z_(1-5/M), sigma-scaled"),
     ] = None,
     as_json: JsonOpt = False,
     show_all: Annotated[bool, typer.Option("--all", help="List every candidate, also those at 0.")] = False,
@@ -126,7 +113,7 @@ def decode_cmd(
     if correction not in _CORRECTIONS:
         raise _fail(f"--correction {correction!r}: allowed bonferroni or bh")
     cands = _read_lines(candidates) if candidates is not None else []
-    msg = _answer(
+    msg = answer(
         db,
         lambda agg: decode_to_proto(
             agg.decode_rappor(
@@ -152,7 +139,7 @@ def decode_cmd(
         ),
     )
     if as_json:
-        sys.stdout.write(json.dumps(decode_response_to_dict(msg), indent=2) + "\n")
+        print_json(decode_response_to_dict(msg))
     else:
         print_decode(msg, show_all=show_all)
 
@@ -163,17 +150,17 @@ def print_association(msg: decode_pb2.AssociationResponse) -> None:
         f"{msg.campaign_id}: joint distribution of {msg.first_mechanism} (rows) x {msg.second_mechanism} "
         f"(columns), n={msg.n_reports:,}, epsilon={msg.epsilon:.4g}"
     )
-    table = Table(title=title)
+    table = Table(title=Text(title))
     table.add_column("first \\ second")
     for lab in msg.col_labels:
-        table.add_column(lab, justify="right")
+        table.add_column(Text(lab), justify="right")
     table.add_column("marginal", justify="right")
     ncol = len(msg.col_labels)
     for i, lab in enumerate(msg.row_labels):
         cells = msg.cells[i * ncol : (i + 1) * ncol]
         marg = msg.first[i]
         table.add_row(
-            lab,
+            Text(lab),
             *(f"{c.proportion:.4f} +/- {c.std_error:.4f}" for c in cells),
             f"{marg.proportion:.4f} +/- {marg.std_error:.4f}",
         )
@@ -184,19 +171,21 @@ def print_association(msg: decode_pb2.AssociationResponse) -> None:
         f"(EM: {msg.iterations} iterations, {'converged' if msg.converged else 'NOT converged'})"
     )
     for w in msg.warnings:
-        out.print(f"[yellow]warning:[/yellow] {w}")
+        out.print(Text.assemble(("warning:", "yellow"), " ", w))
 
 
 @app.command("associate")
 def associate_cmd(
-    campaign_id: str,
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id (a paired campaign).")],
     candidates: Annotated[
-        Path | None, typer.Option(help="First side (string RAPPOR): candidates, one per line.")
+        Path | None,
+        typer.Option(help="First side (string RAPPOR): candidates, one per line.", show_default=False),
     ] = None,
     second_candidates: Annotated[
-        Path | None, typer.Option(help="Second side (string RAPPOR): candidates, one per line.")
+        Path | None,
+        typer.Option(help="Second side (string RAPPOR): candidates, one per line.", show_default=False),
     ] = None,
-    confidence: Annotated[float, typer.Option(help="Interval confidence level.")] = 0.95,
+    confidence: ConfidenceOpt = 0.95,
     max_values: Annotated[
         int, typer.Option(help="String-RAPPOR sides: keep this many largest candidates (+ <other>).")
     ] = 10,
@@ -204,13 +193,16 @@ def associate_cmd(
     db: DbOpt = None,
     server: ServerOpt = DEFAULT_LISTEN,
 ) -> None:
-    """Joint distribution of a paired campaign's two variables, with standard errors and an
-    independence test (EM over the reports)."""
+    """Joint distribution of a paired campaign's two variables, with an independence test.
+
+    EM over the retained raw reports: proportions with standard errors per cell, marginals, and a
+    likelihood-ratio test of independence.
+    """
     from ldp_aggregator.association import association_response_to_dict, association_to_proto
 
     first = _read_lines(candidates) if candidates is not None else []
-    second = _read_lines(second_candidates) if second_candidates is not None else []
-    msg = _answer(
+    second = _read_lines(second_candidates, "--second-candidates") if second_candidates is not None else []
+    msg = answer(
         db,
         lambda agg: association_to_proto(
             agg.estimate_association(
@@ -234,6 +226,6 @@ def associate_cmd(
         ),
     )
     if as_json:
-        sys.stdout.write(json.dumps(association_response_to_dict(msg), indent=2) + "\n")
+        print_json(association_response_to_dict(msg))
     else:
         print_association(msg)

@@ -3,52 +3,66 @@
 Registered on the ``ldp-aggregator`` Typer app by :mod:`ldp_aggregator.cli`:
 
 * ``token create --role reporter|analyst|admin [--name N] [--campaign ID ...] --db PATH`` prints a new
-  token ONCE (only its SHA-256 is stored); ``--campaign`` (repeatable, reporter tokens only) limits the
-  token to those campaigns; ``token list --db PATH``; ``token revoke ID --db PATH``. They work whether
-  or not a server holds the database; a running server picks changes up within its ``token_refresh_s``.
+  token ONCE (only its SHA-256 is stored): the token alone on stdout
+  (``export LDP_TOKEN=$(ldp-aggregator token create ...)``), its id and role on stderr; ``--campaign``
+  (repeatable, reporter tokens only) limits the token to those campaigns; ``token list [--json] --db PATH``;
+  ``token revoke ID --db PATH``. They work whether or not a server holds the database; a running server
+  picks changes up within its ``token_refresh_s``.
 * ``purge --older-than 30d --db PATH`` deletes raw reports received before then (accumulators, batch
   ids and estimates are kept).
-* ``campaign close ID`` (admin token) and ``campaign export ID [--json] [--db PATH]`` (analyst).
+* ``campaign close ID [--json]`` (admin token) and ``campaign export ID [--json] [--db PATH]`` (analyst).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ldp_aggregator.auth import Role, new_token_record
 from ldp_aggregator.cli import (
+    DB_ALLOWED,
+    CandidatesOpt,
+    ConfidenceOpt,
+    DbOpt,
+    JsonOpt,
     ServerOpt,
     _analyst,
     _fail,
     _print_campaign,
     _read_lines,
     _rpc,
+    answer,
     app,
     campaign_app,
+    note,
     out,
     print_estimate,
 )
+from ldp_aggregator.cli_common import exit_code_for_error, print_json
 from ldp_aggregator.export import export_to_dict
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN
-from ldp_aggregator.service import Aggregator, open_store
+from ldp_aggregator.service import open_store
 from ldp_aggregator.store import StoreLockedError, add_token, list_tokens, purge_raw_file, revoke_token
 from ldp_client._proto.ldp.v1 import services_pb2
 from ldp_client.errors import LdpError
 
 __all__ = ["parse_duration", "token_app"]
 
-token_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke access tokens (stored hashed).")
+token_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    help="Create, list and revoke access tokens (stored hashed).",
+)
 app.add_typer(token_app, name="token")
 
-DbOpt = Annotated[Path, typer.Option("--db", help="The server's SQLite database file.")]
+ServerDbOpt = Annotated[Path, typer.Option("--db", help="The server's SQLite database file.")]
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -64,19 +78,22 @@ def parse_duration(text: str) -> float:
 def _prepare_db(db: Path, *, create: bool) -> None:
     """Create or migrate the database when no server holds it (a running server already did both)."""
     if not create and not db.is_file():
-        raise _fail(f"--db {db}: no such database file")
+        raise _fail(f"--db {db}: no such database file; {DB_ALLOWED}")
     try:
         open_store(str(db)).close()
     except StoreLockedError:
         pass  # a server has it open: it created and migrated the file at start
-    except LdpError as exc:
-        raise _fail(str(exc)) from None
+    except LdpError as exc:  # not a database, or one of another program: the file given is unusable
+        raise _fail(f"--db {db}: {exc}; {DB_ALLOWED}") from None
 
 
 @token_app.command("create")
 def token_create(
     role: Annotated[
-        str, typer.Option(help="reporter (submit), analyst (read, decode) or admin (also manage).")
+        str,
+        typer.Option(
+            help="reporter (submit reports), analyst (read, decode) or admin (read, create, close)."
+        ),
     ],
     name: Annotated[str, typer.Option(help="Who or what uses it (free text).")] = "",
     campaign: Annotated[
@@ -87,12 +104,17 @@ def token_create(
             show_default=False,
         ),
     ] = None,
-    db: DbOpt = DEFAULT_DB,
+    db: ServerDbOpt = DEFAULT_DB,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print {id, role, campaigns, token} as JSON.")
+        bool, typer.Option("--json", help="Print {id, role, name, campaigns, token} as JSON.")
     ] = False,
 ) -> None:
-    """Create a token and print it once: it cannot be shown again (only its SHA-256 is stored)."""
+    """Create a token and print it once: it cannot be shown again (only its SHA-256 is stored).
+
+    The token alone goes to stdout, its id and role to stderr: export LDP_TOKEN=$(ldp-aggregator token
+    create --role admin --db PATH). The first token switches authentication on for every call: create
+    an admin token first and keep it, to manage campaigns afterwards.
+    """
     if role not in {r.value for r in Role}:
         raise _fail(f"--role {role!r}: allowed {', '.join(r.value for r in Role)}")
     if campaign and role != Role.REPORTER.value:
@@ -102,57 +124,80 @@ def token_create(
         token, record = new_token_record(role, name=name, campaigns=campaign or None)
         add_token(db, record)
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
     scope = None if record.campaigns is None else list(record.campaigns)
     if as_json:
-        doc = {"id": record.token_id, "role": record.role, "campaigns": scope, "token": token}
-        sys.stdout.write(json.dumps(doc) + "\n")
+        print_json(
+            {"id": record.token_id, "role": record.role, "name": name, "campaigns": scope, "token": token}
+        )
         return
-    out.print(
-        f"token id: {record.token_id}   role: {record.role}"
-        + (f"   name: {name}" if name else "")
-        + (f"   campaigns: {', '.join(scope)}" if scope is not None else "")
+    note.print(
+        Text(
+            f"token id: {record.token_id}   role: {record.role}"
+            + (f"   name: {name}" if name else "")
+            + (f"   campaigns: {', '.join(scope)}" if scope is not None else "")
+            + "   (the token is shown once: store it now, it cannot be recovered)"
+        )
     )
-    out.print("token (shown once; store it now, it cannot be recovered):")
     sys.stdout.write(token + "\n")
 
 
+def _when(ms: int | None) -> str:
+    return "" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
 @token_app.command("list")
-def token_list(db: DbOpt = DEFAULT_DB) -> None:
+def token_list(db: ServerDbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     """List tokens (ids, roles, names, dates; never the tokens)."""
     _prepare_db(db, create=False)
     try:
         tokens = list_tokens(db)
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
+    if as_json:
+        print_json(
+            {
+                "tokens": [
+                    {
+                        "id": t.token_id,
+                        "role": t.role,
+                        "name": t.name,
+                        "campaigns": None if t.campaigns is None else list(t.campaigns),
+                        "created_unix_ms": t.created_unix_ms,
+                        "revoked_unix_ms": t.revoked_unix_ms,
+                    }
+                    for t in tokens
+                ]
+            }
+        )
+        return
     table = Table("id", "role", "campaigns", "name", "created (UTC)", "revoked (UTC)")
-
-    def when(ms: int | None) -> str:
-        return "" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
-
     for t in tokens:
         scope = "all" if t.campaigns is None else ", ".join(t.campaigns)
-        table.add_row(t.token_id, t.role, scope, t.name, when(t.created_unix_ms), when(t.revoked_unix_ms))
+        table.add_row(
+            t.token_id, t.role, Text(scope), Text(t.name), _when(t.created_unix_ms), _when(t.revoked_unix_ms)
+        )
     out.print(table)
 
 
 @token_app.command("revoke")
 def token_revoke(
-    token_id: Annotated[str, typer.Argument(help="Token id (see `token list`).")], db: DbOpt = DEFAULT_DB
+    token_id: Annotated[str, typer.Argument(help="Token id (see `token list`).")],
+    db: ServerDbOpt = DEFAULT_DB,
 ) -> None:
     """Revoke a token; a running server refuses it within its token refresh interval (1 s by default)."""
     _prepare_db(db, create=False)
     try:
         changed = revoke_token(db, token_id)
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
     out.print(f"revoked {token_id}" if changed else f"{token_id} was already revoked")
 
 
 @app.command("purge")
 def purge_cmd(
     older_than: Annotated[str, typer.Option(help="Age, e.g. 30d, 12h, 90m (a bare number is days).")],
-    db: DbOpt = DEFAULT_DB,
+    db: ServerDbOpt = DEFAULT_DB,
 ) -> None:
     """Delete raw reports received more than --older-than ago (accumulators and estimates are kept)."""
     seconds = parse_duration(older_than)
@@ -161,53 +206,45 @@ def purge_cmd(
     try:
         deleted = purge_raw_file(db, cutoff)
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
     out.print(f"purged {deleted} raw report batch(es) received before {older_than} ago")
 
 
 @campaign_app.command("close")
-def campaign_close(campaign_id: str, server: ServerOpt = DEFAULT_LISTEN) -> None:
+def campaign_close(
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
+    server: ServerOpt = DEFAULT_LISTEN,
+    as_json: JsonOpt = False,
+) -> None:
     """Close a campaign (admin token): it accepts no more reports."""
     req = services_pb2.CloseCampaignRequest(campaign_id=campaign_id)
-    _print_campaign(_rpc(_analyst(server).CloseCampaign, req))
-
-
-def _export_from_db(db: Path, campaign_id: str, cands: list[str], confidence: float) -> Any:
-    if not db.is_file():
-        raise _fail(f"--db {db}: no such database file")
-    try:
-        store = open_store(str(db), read_only=True)
-    except LdpError as exc:
-        raise _fail(str(exc)) from None
-    try:
-        return Aggregator(store).export_campaign(campaign_id, candidates=cands, confidence=confidence)
-    except LdpError as exc:
-        raise _fail(str(exc)) from None
-    finally:
-        store.close()
+    _print_campaign(_rpc(_analyst(server).CloseCampaign, req), as_json=as_json)
 
 
 @campaign_app.command("export")
 def campaign_export(
-    campaign_id: str,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON document.")] = False,
-    candidates: Annotated[Path | None, typer.Option(help="RAPPOR candidate strings, one per line.")] = None,
-    confidence: Annotated[float, typer.Option(help="Interval confidence level.")] = 0.95,
-    db: Annotated[Path | None, typer.Option(help="Read this database directly instead of a server.")] = None,
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON document on stdout.")] = False,
+    candidates: CandidatesOpt = None,
+    confidence: ConfidenceOpt = 0.95,
+    db: DbOpt = None,
     server: ServerOpt = DEFAULT_LISTEN,
 ) -> None:
     """Export a campaign's accumulator and estimates (analyst token), as JSON with --json."""
     cands = _read_lines(candidates) if candidates is not None else []
-    if db is not None:
-        msg = _export_from_db(db, campaign_id, cands, confidence)
-    else:
-        req = services_pb2.ExportCampaignRequest(
-            campaign_id=campaign_id, candidates=cands, confidence=confidence
-        )
-        msg = _rpc(_analyst(server).ExportCampaign, req)
+    msg = answer(
+        db,
+        lambda agg: agg.export_campaign(campaign_id, candidates=cands, confidence=confidence),
+        lambda: _rpc(
+            _analyst(server).ExportCampaign,
+            services_pb2.ExportCampaignRequest(
+                campaign_id=campaign_id, candidates=cands, confidence=confidence
+            ),
+        ),
+    )
     doc = export_to_dict(msg)
     if as_json:
-        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        print_json(doc)
         return
     acc = doc["accumulator"]
     shapes = ", ".join(f"{k} {tuple(v['shape'])}" for k, v in acc["arrays"].items() if isinstance(v, dict))

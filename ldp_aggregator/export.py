@@ -6,7 +6,7 @@
     {
       "format": "ldp-export/1",
       "exported_unix_ms": 1795000000000,
-      "campaign": {...the Campaign message, proto field names...},
+      "campaign": {...campaign_to_dict: as `ldp-aggregator campaign show ID --json`...},
       "n_reports": 40000, "n_batches": 4,
       "accumulator": {
         "type": "BitCountAccumulator", "n": 40000,
@@ -16,6 +16,9 @@
       },
       "estimate": {...as `ldp-aggregator estimate --json`...}
     }
+
+Non-finite numbers (``epsilon_inf`` of mechanisms without a longitudinal bound) are the string ``"inf"``, as
+in every JSON document of the command lines (:mod:`ldp_aggregator.cli_common`).
 
 The arrays are the accumulator's sufficient statistics (counts per value; per-cohort report and bit
 counts), enough to recompute every estimate offline; the base64 bytes are the same data, checksummed.
@@ -32,9 +35,9 @@ from google.protobuf.json_format import MessageToDict
 
 from ldp_aggregator.accumulators import accumulator_from_bytes
 from ldp_aggregator.analysis import estimate_to_dict
-from ldp_client._proto.ldp.v1 import services_pb2
+from ldp_client._proto.ldp.v1 import campaign_pb2, services_pb2
 
-__all__ = ["EXPORT_FORMAT", "accumulator_to_dict", "export_to_dict"]
+__all__ = ["EXPORT_FORMAT", "accumulator_to_dict", "campaign_to_dict", "export_to_dict"]
 
 EXPORT_FORMAT = "ldp-export/1"
 
@@ -63,6 +66,27 @@ def accumulator_to_dict(acc: object) -> dict[str, Any]:
     return {"type": type(acc).__name__, "n": int(getattr(acc, "n", 0)), "arrays": arrays}
 
 
+def campaign_to_dict(msg: campaign_pb2.Campaign) -> dict[str, Any]:
+    """A ``Campaign`` message as JSON: its proto fields (proto names), every scalar field present.
+
+    ``mechanism`` names the parameter field that is set (``grr``, ``rappor``, ...), whose sub-object holds the
+    parameters as on the wire (probabilities as 32-bit thresholds); ``epsilon_inf`` is ``"inf"`` when
+    there is no longitudinal bound; ``created_unix_ms`` is a number.
+    """
+    doc: dict[str, Any] = MessageToDict(msg, preserving_proto_field_name=True)
+    doc.update(
+        id=msg.id,
+        mechanism=msg.WhichOneof("mechanism") or "",
+        description=msg.description,
+        epsilon=_json_value(msg.epsilon),
+        epsilon_inf=_json_value(msg.epsilon_inf),
+        created_unix_ms=msg.created_unix_ms,
+        closed=msg.closed,
+        candidates=list(msg.candidates),
+    )
+    return doc
+
+
 def export_to_dict(msg: services_pb2.ExportCampaignResponse) -> dict[str, Any]:
     """A JSON-ready dict of an export (module docstring)."""
     acc = accumulator_from_bytes(msg.accumulator)
@@ -71,7 +95,7 @@ def export_to_dict(msg: services_pb2.ExportCampaignResponse) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
         "exported_unix_ms": msg.exported_unix_ms,
-        "campaign": MessageToDict(msg.campaign, preserving_proto_field_name=True),
+        "campaign": campaign_to_dict(msg.campaign),
         "n_reports": msg.n_reports,
         "n_batches": msg.n_batches,
         "accumulator": acc_doc,

@@ -1043,6 +1043,12 @@ def decode_rappor(
     if not isinstance(acc, BitCountAccumulator):  # narrows the type (check_matches guarantees it)
         raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
     _check_candidates(candidates)
+    # Issue 13: every option is checked before the data, so a request gets the same answer on an empty
+    # campaign as on one with reports (decode_rappor_counts checks them again, cheaply).
+    normal_quantile(confidence)
+    _check_alpha(alpha)
+    _check_correction(correction)
+    _check_selection_z(selection_z)
     if acc.n == 0:
         raise NoReportsError(0)
     return decode_rappor_counts(
@@ -1084,6 +1090,7 @@ def decode_direct(
         )
     a = _check_alpha(alpha)
     corr = _check_correction(correction)
+    normal_quantile(confidence)  # issue 13: options before data (the same answer with or without reports)
     check_matches(acc, params)
     if not isinstance(acc, BitCountAccumulator):
         raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")

@@ -373,12 +373,45 @@ def _enable_reflection(server: grpc.aio.Server, service_names: tuple[str, ...]) 
         )
 
 
+def _check_tls_files(cert: Path, key: Path, client_ca: Path | None) -> None:
+    """Load the files as OpenSSL will, so that a key that does not match its certificate (or an unusable
+    file) is named here: gRPC would only report that the address could not be bound (issue 13)."""
+    import ssl
+
+    def no_password() -> str:
+        raise InvalidParameterError(
+            "tls_key", str(key), "an unencrypted PEM private key (gRPC takes no passphrase)"
+        )
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(str(cert), str(key), password=no_password)
+    except ssl.SSLError as exc:
+        if "KEY_VALUES_MISMATCH" in str(exc) or "key values mismatch" in str(exc):
+            raise InvalidParameterError(
+                "tls_key",
+                str(key),
+                f"the private key of the certificate in tls_cert={str(cert)!r} (this key does not match it)",
+            ) from None
+        raise InvalidParameterError(
+            "tls_cert/tls_key", f"{cert}, {key}", f"a PEM certificate chain and its PEM private key ({exc})"
+        ) from None
+    if client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=str(client_ca))
+        except ssl.SSLError as exc:
+            raise InvalidParameterError(
+                "tls_client_ca", str(client_ca), f"PEM CA certificates ({exc})"
+            ) from None
+
+
 def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     if config.tls_cert is None or config.tls_key is None:
         return None
     cert = _read_pem("tls_cert", config.tls_cert)
     key = _read_pem("tls_key", config.tls_key)
     ca = _read_pem("tls_client_ca", config.tls_client_ca) if config.tls_client_ca is not None else None
+    _check_tls_files(config.tls_cert, config.tls_key, config.tls_client_ca)
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
     )
@@ -502,6 +535,16 @@ async def _start(config: ServerConfig) -> _Running:
             ) from None
         if port == 0 or requested_port not in (0, port):
             raise AddressInUseError(f"listen={config.listen}: gRPC could not bind it (bound port {port})")
+        # Metrics before the gRPC server starts: a busy metrics port then stops nothing already running.
+        if config.metrics_port is not None:
+            try:
+                metrics.serve(config.metrics_port)
+            except OSError as exc:
+                raise InvalidParameterError(
+                    "metrics_port",
+                    config.metrics_port,
+                    f"a free TCP port on 127.0.0.1 ({exc.strerror or exc})",
+                ) from None
         for name in ("", _COLLECTOR, _ANALYST):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         await server.start()
@@ -514,8 +557,6 @@ async def _start(config: ServerConfig) -> _Running:
             health=health_servicer,
             max_connections=max_connections,
         )
-        if config.metrics_port is not None:
-            metrics.serve(config.metrics_port)
     except BaseException:
         metrics.stop()
         await asyncio.to_thread(store.close)

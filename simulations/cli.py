@@ -1,17 +1,8 @@
 """``ldp-sim``: simulate user populations through the real encoders, accumulators and estimators.
 
-Examples::
-
-    ldp-sim run --mechanism grr --epsilon 2 --population zipf:1.1 --domain 64 --users 1000000
-    ldp-sim run --mechanism rappor --param k=128 --param h=2 --param m=64 --population zipf:1.1 \\
-        --domain 1000 --users 1000000000 --json out.json --plot out.png
-    ldp-sim run --mechanism rr --epsilon 1 --population empirical:answers.csv --mode grpc --users 100000
-    ldp-sim run --mechanism piecewise --epsilon 1 --population normal:0,1 --users 100000 --repeat 20
-    ldp-sim sweep --mechanism grr --domain 64 --population zipf:1.1 --users 100000 \\
-        --over epsilon --values 0.5,1,2,4 --target-error 0.001
-
-Exit codes: 0 success, 1 the simulation failed while running (e.g. the aggregator is unreachable), 2 a bad
-option (the message names the option and the value).
+Commands ``run``, ``sweep`` and ``associate`` (:mod:`simulations.cli_associate`). Exit codes, ``--json``,
+``--version`` and error lines follow :mod:`ldp_aggregator.cli_common`, shared with ``ldp-aggregator``:
+``--json`` prints the result document on stdout (and no tables), ``--json-out PATH`` writes it to a file.
 """
 
 from __future__ import annotations
@@ -25,6 +16,15 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from ldp_aggregator.cli_common import (
+    EXIT_INTERNAL,
+    EXIT_USAGE,
+    exit_code_for_status,
+    fail,
+    new_app,
+    print_json,
+    version_option,
+)
 from ldp_client.errors import InvalidParameterError, LdpError
 from simulations.numeric import is_numeric_mechanism
 from simulations.runners import (
@@ -32,16 +32,35 @@ from simulations.runners import (
     DEFAULT_CHUNK_SIZE,
     ProgressFn,
     SimulationConfig,
-    SimulationError,
     simulate,
     sweep,
 )
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, rich_markup_mode=None)
+_HELP = (
+    "Simulate user populations through the real encoders, accumulators and estimators.\n\n"
+    "Modes: [bold]sum[/bold] (exact sufficient statistics: 10^9 users in about a second), [bold]report"
+    "[/bold] (every report encoded), [bold]grpc[/bold] (reports sent to an aggregator by client processes). "
+    "Results: tables, --json (stdout), --json-out PATH, --plot PATH."
+)
+_EXAMPLES = """[bold]Examples[/bold] (-m mechanism, -e epsilon, -p population, -d domain, -n users)
+  ldp-sim run -m grr -e 2 -p zipf:1.1 -d 64 -n 1000000
+  ldp-sim run -m rappor --param k=128 --param h=2 --param m=64 -d 1000 -n 1000000000 --plot out.png
+  ldp-sim run -m rr -e 1 -p empirical:answers.csv --mode grpc -n 100000 --json-out out.json
+  ldp-sim run -m piecewise -e 1 -p normal:0,1 -n 100000 --repeat 20 --json
+  ldp-sim sweep -m grr -d 64 --over epsilon --values 0.5,1,2,4 --target-error 0.001
+  ldp-sim associate --first rappor --second rr --param first.k=32 --param second.epsilon=1"""
+
+app = new_app(help_text=_HELP, epilog=_EXAMPLES)
 
 err = Console(stderr=True)
+
+
+@app.callback()
+def _root(version: Annotated[bool, version_option("ldp-sim")] = False) -> None:
+    """Simulate user populations through the real encoders, accumulators and estimators."""
+    del version  # handled by its eager callback
 
 
 def _out() -> Console:
@@ -77,9 +96,14 @@ _OPTION_OF = {
 }
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True, soft_wrap=True)
-    raise typer.Exit(code=code)
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    fail(message, code)
+
+
+def _run_failed(exc: LdpError) -> NoReturn:
+    """A simulation that could not finish: exit 4 (aggregator unreachable), 3 (it refused), else 1."""
+    status = getattr(exc, "status", None)
+    _fail(str(exc), exit_code_for_status(status) if status else EXIT_INTERNAL)
 
 
 def _option_for(field: str) -> str:
@@ -208,8 +232,14 @@ ClientOpt = Annotated[
     str, typer.Option("--grpc-client", help="grpc mode: batch (encode_batch + Submit) or reporter (rr, grr).")
 ]
 CampaignOpt = Annotated[str, typer.Option("--campaign-id", help="Campaign id (keys RAPPOR's hashing).")]
-JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the results as one JSON document on stdout (no tables).")
+]
+JsonOutOpt = Annotated[
+    Path | None,
+    typer.Option("--json-out", help="Also write the JSON document to this file.", show_default=False),
+]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.", show_default=False)]
 
 
 @app.command("run")
@@ -232,13 +262,15 @@ def run_cmd(
     batch_size: BatchOpt = DEFAULT_BATCH_SIZE,
     grpc_client: ClientOpt = "batch",
     campaign_id: CampaignOpt = "ldp-sim",
-    json_path: JsonOpt = None,
+    as_json: JsonOpt = False,
+    json_out: JsonOutOpt = None,
     plot: PlotOpt = None,
     show_items: Annotated[int, typer.Option("--show-items", help="Items shown in the table.")] = 20,
 ) -> None:
     """Simulate one configuration: metrics table, per-item estimates, optional JSON and PNG."""
-    from simulations.report import items_table, metrics_table, run_header_table, run_to_dict, write_json
+    from simulations.report import items_table, metrics_table, run_header_table, run_to_dict
 
+    _check_outputs(json_out, plot)
     config = _config(
         mechanism=mechanism,
         population=population,
@@ -260,23 +292,23 @@ def run_cmd(
         grpc_client=grpc_client,
     )
     if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
-        _run_numeric(config, json_path, plot, show_items)
+        _run_numeric(config, as_json, json_out, plot, show_items)
         return
     try:
         with _progress(config.n_users * config.repeats, show=config.mode != "sum") as progress:
             result = simulate(config, progress=progress)
     except InvalidParameterError as exc:
         _bad_option(exc)
-    except (SimulationError, LdpError) as exc:
-        _fail(str(exc), code=1)
+    except LdpError as exc:
+        _run_failed(exc)
     _oracle_notes(result)
-    out = _out()
-    out.print(run_header_table(result))
-    out.print(metrics_table(result))
-    if show_items > 0:
-        out.print(items_table(result, max_rows=show_items))
-    if json_path is not None:
-        _write(lambda: write_json(json_path, run_to_dict(result)), "--json", json_path)
+    if not as_json:
+        out = _out()
+        out.print(run_header_table(result))
+        out.print(metrics_table(result))
+        if show_items > 0:
+            out.print(items_table(result, max_rows=show_items))
+    _emit_json(run_to_dict(result), as_json, json_out)
     if plot is not None:
         from simulations.plots import plot_run
 
@@ -284,10 +316,10 @@ def run_cmd(
 
 
 def _run_numeric(
-    config: SimulationConfig, json_path: Path | None, plot: Path | None, show_items: int
+    config: SimulationConfig, as_json: bool, json_out: Path | None, plot: Path | None, show_items: int
 ) -> None:
     """``run`` for a numeric mechanism: means with intervals against the population mean."""
-    from simulations.numeric import numeric_tables, plot_numeric, simulate_numeric, write_numeric_json
+    from simulations.numeric import numeric_tables, numeric_to_dict, plot_numeric, simulate_numeric
 
     try:
         with _progress(config.n_users * config.repeats, show=True) as progress:
@@ -295,14 +327,31 @@ def _run_numeric(
     except InvalidParameterError as exc:
         _bad_option(exc)
     except LdpError as exc:
-        _fail(str(exc), code=1)
-    out = _out()
-    for table in numeric_tables(result, max_rows=max(0, show_items)):
-        out.print(table)
-    if json_path is not None:
-        _write(lambda: write_numeric_json(json_path, result), "--json", json_path)
+        _run_failed(exc)
+    if not as_json:
+        out = _out()
+        for table in numeric_tables(result, max_rows=max(0, show_items)):
+            out.print(table)
+    _emit_json(numeric_to_dict(result), as_json, json_out)
     if plot is not None:
         _write(lambda: plot_numeric(result, plot), "--plot", plot)
+
+
+def _check_outputs(*paths: Path | None) -> None:
+    """Refuse output paths whose directory does not exist before simulating anything."""
+    for option, path in zip(("--json-out", "--plot"), paths, strict=True):
+        if path is not None and not path.parent.is_dir():
+            _fail(f"{option} {str(path)!r}: the directory {str(path.parent)!r} does not exist")
+
+
+def _emit_json(doc: dict[str, Any], as_json: bool, json_out: Path | None) -> None:
+    """The result document on stdout (``--json``) and/or into a file (``--json-out``)."""
+    if as_json:
+        print_json(doc)
+    if json_out is not None:
+        from simulations.report import write_json
+
+        _write(lambda: write_json(json_out, doc), "--json-out", json_out)
 
 
 def _oracle_notes(result: Any) -> None:
@@ -330,8 +379,8 @@ def _write(action: Any, option: str, path: Path) -> None:
     try:
         action()
     except OSError as exc:
-        _fail(f"invalid {option}: cannot write {str(path)!r}: {exc.strerror or exc}", code=2)
-    _out().print(f"wrote {path}")
+        _fail(f"invalid {option}: cannot write {str(path)!r}: {exc.strerror or exc}")
+    err.print(f"wrote {path}", markup=False, highlight=False)  # stderr: stdout may carry --json
 
 
 def _split_values(text: str | None) -> list[str]:
@@ -381,7 +430,8 @@ def sweep_cmd(
             help="max-se (largest std error of a frequency) or rmse (RMSE of the frequencies).",
         ),
     ] = "max-se",
-    json_path: JsonOpt = None,
+    as_json: JsonOpt = False,
+    json_out: JsonOutOpt = None,
     plot: PlotOpt = None,
 ) -> None:
     """Simulate over epsilon, users or a parameter; with --target-error, the users needed at each point.
@@ -390,8 +440,9 @@ def sweep_cmd(
     depend on N), scales the estimator's own variance (proportional to 1/N) to the users that reach the
     target, and verifies by simulating at that N in --mode (--users is then not used).
     """
-    from simulations.report import sweep_table, sweep_to_dict, write_json
+    from simulations.report import sweep_table, sweep_to_dict
 
+    _check_outputs(json_out, plot)
     config = _config(
         mechanism=mechanism,
         population=population,
@@ -427,11 +478,11 @@ def sweep_cmd(
         )
     except InvalidParameterError as exc:
         _bad_option(exc)
-    except (SimulationError, LdpError) as exc:
-        _fail(str(exc), code=1)
-    _out().print(sweep_table(result))
-    if json_path is not None:
-        _write(lambda: write_json(json_path, sweep_to_dict(result)), "--json", json_path)
+    except LdpError as exc:
+        _run_failed(exc)
+    if not as_json:
+        _out().print(sweep_table(result))
+    _emit_json(sweep_to_dict(result), as_json, json_out)
     if plot is not None:
         from simulations.plots import plot_sweep
 
@@ -440,7 +491,7 @@ def sweep_cmd(
 
 def main() -> None:
     """Console-script entry point (``ldp-sim``)."""
-    app()
+    app(prog_name="ldp-sim")
 
 
 # Registers ``ldp-sim associate`` (issue 5: paired campaigns); imported last, it uses the helpers above.

@@ -1,8 +1,8 @@
 """``ldp-sim associate``: simulate a paired campaign and its association estimate (issue 5).
 
-Registered on the ``ldp-sim`` Typer app by :mod:`simulations.cli`. Example::
+Registered on the ``ldp-sim`` Typer app by :mod:`simulations.cli`. Example (one line)::
 
-    ldp-sim associate --first rappor --second rr --param first.k=32 --param first.m=16 \\
+    ldp-sim associate --first rappor --second rr --param first.k=32 --param first.m=16
         --param second.epsilon=1 --population zipf:1.1 --domain 5 --dependence 0.5 --users 100000
 
 The model and the figures are described in :mod:`simulations.association`.
@@ -10,7 +10,6 @@ The model and the figures are described in :mod:`simulations.association`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,8 +18,17 @@ from rich.table import Table
 from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.params import PairedParams, make_params
 from simulations.association import AssociationConfig, describe, simulate_association
-from simulations.cli import _fail, _out, _parse_params, app
-from simulations.report import write_json
+from simulations.cli import (
+    JsonOpt,
+    JsonOutOpt,
+    _check_outputs,
+    _emit_json,
+    _fail,
+    _out,
+    _parse_params,
+    _run_failed,
+    app,
+)
 
 __all__ = ["associate_cmd"]
 
@@ -48,9 +56,11 @@ def associate_cmd(
     seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
     extra_candidates: Annotated[int, typer.Option(help="False strings added to string-RAPPOR sides.")] = 0,
     alpha: Annotated[float, typer.Option(help="Level of the independence test.")] = 0.05,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the result as JSON.")] = None,
+    as_json: JsonOpt = False,
+    json_out: JsonOutOpt = None,
 ) -> None:
     """Simulate a paired campaign: joint distribution, intervals and independence test vs the truth."""
+    _check_outputs(json_out, None)
     fields: dict[str, object] = dict(_parse_params(param or []))
     fields["first"] = first
     fields["second"] = second
@@ -79,7 +89,10 @@ def associate_cmd(
     except InvalidParameterError as exc:
         _fail(f"invalid option ({exc.field}): {exc}")
     except LdpError as exc:
-        _fail(str(exc), code=1)
+        _run_failed(exc)
+    if as_json:
+        _emit_json(result.to_dict(), as_json, json_out)
+        return
     table = Table(title=f"joint distribution: {first} (rows) x {second} (columns)")
     table.add_column("cell")
     for col in ("truth", "mean estimate", "mean SE", "observed SD", "coverage"):
@@ -103,5 +116,4 @@ def associate_cmd(
     out.print(table)
     for line in describe(result):
         out.print(line)
-    if json_path is not None:
-        write_json(json_path, result.to_dict())
+    _emit_json(result.to_dict(), as_json, json_out)

@@ -1,6 +1,8 @@
 """The main job (``make demo``): a real aggregator, three campaigns, simulated users reporting over gRPC.
 
-1. Starts ``ldp-aggregator serve`` on its SQLite default (``ldp-data/ldp.sqlite3``) on a free loopback port.
+1. Starts ``ldp-aggregator serve`` on a database of its own (``demo-output/demo.sqlite3``, deleted and made
+   afresh at every run; never the operator's ``ldp-data/ldp.sqlite3``, whose tokens would lock it out) on a
+   free loopback port.
 2. Creates three campaigns through the Analyst service: a yes/no question with randomized response, a
    category with k-ary randomized response, and a string with RAPPOR and a candidate list (with decoys).
 3. Simulates users in worker processes: each encodes its value on the "device" and reports over gRPC in
@@ -24,6 +26,8 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from ldp_aggregator.cli_common import print_error
+from ldp_client.errors import LdpError
 from simulations.report import items_table, metrics_table
 from simulations.runners import SimulationConfig, SimulationResult, simulate
 
@@ -47,15 +51,30 @@ def _write_population(path: Path, counts: dict[str, int]) -> str:
     return f"empirical:{path}"
 
 
-def _start_server(db: Path) -> tuple[subprocess.Popen[str], str]:
+def _fresh_database(db: Path) -> None:
+    """Delete the demo's database and its companions (WAL, shared memory, lock) from an earlier run.
+
+    The demo always starts from an empty database of its own: no campaigns or tokens left from before (a
+    token would switch authentication on and lock the demo out).
+    """
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def _start_server(db: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(db), "--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
+    with log.open("w", encoding="utf-8") as log_file:  # the server's log lines, for when it fails
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, text=True)
+    if proc.stdout is None:  # unreachable: stdout is a pipe
+        raise SystemExit("the aggregator did not start: no stdout pipe")
     line = proc.stdout.readline()
     match = re.search(r"ready on port (\d+)", line)
     if match is None:
         proc.kill()
-        raise SystemExit(f"the aggregator did not start: {line!r}")
+        proc.wait()
+        lines = log.read_text(encoding="utf-8").strip().splitlines()
+        raise SystemExit(f"the aggregator did not start: {lines[-1] if lines else line!r} (log: {log})")
     return proc, f"127.0.0.1:{match.group(1)}"
 
 
@@ -89,11 +108,18 @@ def _plot(results: list[tuple[str, SimulationResult]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--users", type=int, default=100_000, help="users per campaign (default 100,000)")
-    ap.add_argument("--db", type=Path, default=Path("ldp-data") / "ldp.sqlite3", help="aggregator database")
+    ap.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="the demo's own database, DELETED and made afresh at start (default: OUT/demo.sqlite3)",
+    )
     ap.add_argument("--out", type=Path, default=Path("demo-output"), help="where the plot and inputs go")
     ap.add_argument("--seed", type=int, default=2026)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    db: Path = args.db if args.db is not None else args.out / "demo.sqlite3"
+    _fresh_database(db)
     run = time.strftime("%Y%m%d-%H%M%S")
 
     t0 = time.monotonic()
@@ -115,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         )),
     ]  # fmt: skip
     results: list[tuple[str, SimulationResult]] = []
-    server, target = _start_server(args.db)
-    console.print(f"[bold]aggregator[/bold] started on {target}, database {args.db} (pid {server.pid})")
+    failed = False
+    server, target = _start_server(db, args.out / "aggregator.log")
+    console.print(f"[bold]aggregator[/bold] started on {target}, database {db} (pid {server.pid})")
     try:
         for i, (question, base) in enumerate(campaigns):
             config = base.with_changes(
@@ -126,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
                 campaign_id=f"demo-{run}-{base.mechanism}",
                 workers=2,
             )
-            res = simulate(config)
+            try:
+                res = simulate(config)
+            except LdpError as exc:  # e.g. a refused batch: one line, then the server is stopped
+                print_error(f"campaign {config.campaign_id}: {exc}")
+                failed = True
+                break
             results.append((question, res))
             console.rule(f"[bold]{question}[/bold]")
             console.print(
@@ -140,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         code = server.wait(timeout=60)
         if server.stdout is not None:
             server.stdout.close()
+    if failed:
+        return 1
     plot = args.out / "demo.png"
     _plot(results, plot)
     console.rule()

@@ -1,6 +1,6 @@
 """Simulation output: JSON documents and rich terminal tables.
 
-JSON (``ldp-sim run --json``)::
+JSON (``ldp-sim run --json`` on stdout, or ``--json-out PATH`` into a file)::
 
     {
       "summary": {
@@ -22,18 +22,17 @@ JSON (``ldp-sim run --json``)::
 ``items`` has one object per (repeat, item), repeat-major; counts are on the count scale (users), and
 ``detected`` is present only for string RAPPOR. Metrics that were not computed are ``null``.
 
-``ldp-sim sweep --json`` writes ``{"summary": {...}, "points": [...]}`` (see :func:`sweep_to_dict`).
+``ldp-sim sweep --json`` gives ``{"summary": {...}, "points": [...]}`` (see :func:`sweep_to_dict`).
 
 Non-finite numbers: JSON has no NaN or Infinity, so they are written as the strings ``"nan"``,
 ``"inf"`` and ``"-inf"`` (for example ``epsilon_inf`` of rr and grr, which have no longitudinal bound, is
-``"inf"``); every other number is a JSON number. The file is produced with ``allow_nan=False``, so it is
-always strict JSON.
+``"inf"``), the convention of both command lines (:mod:`ldp_aggregator.cli_common`); every other number is
+a JSON number. Documents are produced with ``allow_nan=False``, so they are always strict JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from ldp_aggregator.cli_common import json_safe, json_text
 from ldp_client.params import Domain, MechanismParams
 from simulations.runners import SimulationResult, SweepResult
 
@@ -67,34 +67,9 @@ DETECTION_METHOD = (
 )
 
 
-def json_safe(obj: Any) -> Any:
-    """``obj`` with numpy scalars and arrays made plain, and non-finite floats as "nan"/"inf"/"-inf"."""
-    if isinstance(obj, bool | str) or obj is None:
-        return obj
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, int | np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        x = float(obj)
-        if math.isfinite(x):
-            return x
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(obj, np.ndarray):
-        return [json_safe(x) for x in obj.tolist()]
-    if isinstance(obj, Mapping):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(x) for x in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"cannot write {type(obj).__name__} as JSON")
-
-
 def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
     """Write ``data`` as strict JSON (non-finite numbers as strings, see the module docstring)."""
-    text = json.dumps(json_safe(data), indent=2, allow_nan=False)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    Path(path).write_text(json_text(data) + "\n", encoding="utf-8")
 
 
 def params_to_dict(params: MechanismParams) -> dict[str, Any]:

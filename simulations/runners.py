@@ -170,10 +170,19 @@ _CONNECT_TIMEOUT_S = 15.0
 
 
 class SimulationError(LdpError):
-    """A simulation could not run to the end (aggregator unreachable, a batch refused, a worker failed)."""
+    """A simulation could not run to the end (aggregator unreachable, a batch refused, a worker failed).
 
-    def __init__(self, message: str) -> None:
+    ``status`` is the gRPC status name when the aggregator answered with an error or could not be reached
+    (``"UNAVAILABLE"``), else None; ``ldp-sim`` picks its exit code from it.
+    """
+
+    def __init__(self, message: str, status: str | None = None) -> None:
         super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[type[SimulationError], tuple[str, str | None]]:
+        # Raised in worker processes and pickled back: keep the status.
+        return (type(self), (str(self), self.status))
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -794,7 +803,7 @@ def _submit(stub: Any, msg: Any) -> int:
             if code not in retry or attempt == _SUBMIT_ATTEMPTS - 1:
                 # grpc's exception objects do not pickle: send plain text back to the parent process.
                 raise SimulationError(
-                    f"Submit of batch {msg.batch_id!r} failed: {code.name}: {exc.details()}"
+                    f"Submit of batch {msg.batch_id!r} failed: {code.name}: {exc.details()}", code.name
                 ) from None
             time.sleep(0.1 * 2**attempt)
     raise SimulationError(f"Submit of batch {msg.batch_id!r} failed")  # unreachable
@@ -919,7 +928,9 @@ def _rpc_error(what: str, target: str, exc: grpc.RpcError) -> SimulationError:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
     name = code.name if code is not None else "ERROR"
-    return SimulationError(f"{what} on the aggregator at {target} failed: {name}: {details}")
+    return SimulationError(
+        f"{what} on the aggregator at {target} failed: {name}: {details}", None if code is None else name
+    )
 
 
 def get_estimate_checked(analyst: Any, target: str, request: Any, n_users: int) -> Any:
@@ -987,7 +998,8 @@ def aggregator_session(server: str | None) -> Iterator[AggregatorSession]:
             grpc.channel_ready_future(channel).result(timeout=_CONNECT_TIMEOUT_S)
         except grpc.FutureTimeoutError:
             raise SimulationError(
-                f"cannot connect to the aggregator at {target} (waited {_CONNECT_TIMEOUT_S:g} s)"
+                f"cannot connect to the aggregator at {target} (waited {_CONNECT_TIMEOUT_S:g} s)",
+                "UNAVAILABLE",
             ) from None
         yield AggregatorSession(
             target=target,

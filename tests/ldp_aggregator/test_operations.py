@@ -245,7 +245,7 @@ def test_export_campaign_rpc_and_cli(ops: Ops) -> None:
     result = runner.invoke(app, ["campaign", "export", "c", "--server", ops.server.target])
     assert result.exit_code == 0 and "CountAccumulator" in result.output and "100 reports" in result.output
     result = runner.invoke(app, ["campaign", "export", "zz", "--server", ops.server.target])
-    assert result.exit_code == 2 and "NOT_FOUND" in result.output
+    assert result.exit_code == 3 and "NOT_FOUND" in result.output
 
 
 def test_export_rappor_bit_counts(ops: Ops) -> None:

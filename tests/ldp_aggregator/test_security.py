@@ -204,7 +204,7 @@ def test_cli_client_options_use_tls_and_the_token(pki: Pki, tmp_path: Path) -> N
         target = f"localhost:{server.port}"
         base = ["--tls-ca", str(pki.ca), "campaign"]
         result = runner.invoke(app, [*base, "list", "--server", target])
-        assert result.exit_code == 2 and "UNAUTHENTICATED" in result.output
+        assert result.exit_code == 3 and "UNAUTHENTICATED" in result.output  # refused: exit 3
         result = runner.invoke(
             app, ["--token", admin, *base[:-1], "campaign", "create", "c", "--mechanism", "rr",
                   "--epsilon", "1", "--server", target],
@@ -213,7 +213,7 @@ def test_cli_client_options_use_tls_and_the_token(pki: Pki, tmp_path: Path) -> N
         result = runner.invoke(app, [*base, "list", "--server", target], env={"LDP_TOKEN": admin})
         assert result.exit_code == 0 and "c" in result.output
         result = runner.invoke(app, ["campaign", "list", "--server", target], env={"LDP_TOKEN": admin})
-        assert result.exit_code == 2 and "UNAVAILABLE" in result.output  # no --tls-ca: plaintext to TLS
+        assert result.exit_code == 4 and "UNAVAILABLE" in result.output  # no --tls-ca: plaintext to TLS
 
 
 def test_tls_settings_are_checked_at_start(pki: Pki, tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def test_ldp_sim_associate_cli(tmp_path: Path) -> None:
             "40000",
             "--extra-candidates",
             "2",
-            "--json",
+            "--json-out",
             str(out_json),
         ],
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +74,7 @@ def test_run_rappor_with_candidates_json_and_plot(tmp_path: Path) -> None:
         "--candidates", str(cands),
         "--repeat", "2",
         "--seed", "4",
-        "--json", str(out_json),
+        "--json-out", str(out_json),
         "--plot", str(out_png),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -105,7 +107,7 @@ def test_run_rr_report_mode_json_infinity_as_string(tmp_path: Path) -> None:
     out_json = tmp_path / "rr.json"
     res = _invoke(
         "run", "-m", "rr", "-e", "1", "-p", "uniform", "-n", "5000", "--mode", "report",
-        "--json", str(out_json),
+        "--json-out", str(out_json),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     doc = _strict_json(out_json)
@@ -131,7 +133,7 @@ def test_sweep_over_epsilon_json_and_plot(tmp_path: Path) -> None:
     out_json, out_png = tmp_path / "sweep.json", tmp_path / "sweep.png"
     res = _invoke(
         "sweep", "-m", "grr", "-d", "16", "-n", "50000", "--over", "epsilon", "--values", "0.5,1,2,4",
-        "--json", str(out_json), "--plot", str(out_png),
+        "--json-out", str(out_json), "--plot", str(out_png),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "sweep over epsilon" in res.output
@@ -146,7 +148,8 @@ def test_sweep_target_error(tmp_path: Path) -> None:
     out_json, out_png = tmp_path / "t.json", tmp_path / "t.png"
     res = _invoke(
         "sweep", "-m", "grr", "-d", "16", "--over", "epsilon", "--values", "1,2",
-        "--target-error", "0.01", "--error-metric", "max-se", "--json", str(out_json), "--plot", str(out_png),
+        "--target-error", "0.01", "--error-metric", "max-se", "--json-out", str(out_json),
+        "--plot", str(out_png),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "users needed" in res.output
@@ -249,7 +252,62 @@ def test_non_integer_users_is_a_usage_error() -> None:
 
 def test_unwritable_json_path(tmp_path: Path) -> None:
     res = _invoke(
-        "run", "-m", "rr", "-e", "1", "-n", "100", "--json", str(tmp_path / "no" / "dir" / "x.json")
+        "run", "-m", "rr", "-e", "1", "-n", "100", "--json-out", str(tmp_path / "no" / "dir" / "x.json")
     )
     assert res.exit_code == 2
-    assert "--json" in res.output
+    assert "--json-out" in res.output
+
+
+# ------------------------------------------------------------------------- issue 13: CLI conventions
+
+
+def test_json_goes_to_stdout_and_json_out_to_a_file(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["run", "-m", "rr", "-e", "1", "-n", "2000", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout, parse_constant=lambda t: pytest.fail(f"non-standard JSON token {t}"))
+    assert doc["summary"]["mechanism"] == "rr" and doc["summary"]["epsilon_inf"] == "inf"
+    out = tmp_path / "sweep.json"
+    res = runner.invoke(
+        app, ["sweep", "-m", "grr", "-d", "4", "-n", "2000", "--over", "epsilon", "--values", "1,2",
+              "--json", "--json-out", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == _strict_json(out)  # the same document on stdout and in the file
+    res = runner.invoke(app, ["run", "-m", "laplace", "-p", "normal:0,1", "-e", "1", "-n", "2000", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["summary"]["mechanism"] == "laplace"
+
+
+def test_exit_codes_unreachable_and_internal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("simulations.runners._CONNECT_TIMEOUT_S", 0.2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    res = runner.invoke(app, ["run", "-m", "grr", "-e", "1", "-d", "4", "-n", "100", "--mode", "grpc",
+                              "--server", closed])  # fmt: skip
+    assert res.exit_code == 4, res.output  # unavailable, as ldp-aggregator says it
+    assert "cannot connect" in res.output and "Traceback" not in res.output
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("simulations.cli.simulate", boom)
+    res = runner.invoke(app, ["run", "-m", "grr", "-e", "1", "-d", "4", "-n", "100"])
+    assert res.exit_code == 1 and "internal error: RuntimeError: boom" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_version_and_clean_help() -> None:
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.startswith("ldp-sim ")
+    for path in ([], ["run"], ["sweep"], ["associate"]):
+        res = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert res.exit_code == 0, res.output
+        for markup in ("``", ":mod:", ":func:", "::"):
+            assert markup not in res.output, (path, markup)
+    root = runner.invoke(app, ["--help"], terminal_width=200).output
+    # The examples keep their lines (they were reflowed into one paragraph) and the exit codes are listed.
+    assert re.search(r"^\s*ldp-sim run -m grr -e 2 -p zipf:1.1 -d 64 -n 1000000\s*$", root, re.M), root
+    flat = " ".join(root.split())
+    assert "Exit codes" in flat and "4 unavailable" in flat
+    run_help = runner.invoke(app, ["run", "--help"], terminal_width=200).output
+    assert "--json-out" in run_help and "[default: zipf:1.1]" in run_help

@@ -103,7 +103,7 @@ def test_cli_run_numeric(tmp_path: Path) -> None:
     result = runner.invoke(
         app,
         ["run", "--mechanism", "laplace", "--population", "normal:0,1", "--epsilon", "1", "--users", "5000",
-         "--repeat", "2", "--json", str(out), "--plot", str(png)],
+         "--repeat", "2", "--json-out", str(out), "--plot", str(png)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "coverage" in result.output and "mean estimation" in result.output

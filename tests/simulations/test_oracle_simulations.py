@@ -126,7 +126,7 @@ def test_ldp_sim_cli_oracles(tmp_path: Path) -> None:
             "32",
             "--users",
             "20000",
-            "--json",
+            "--json-out",
             str(out),
         ],
     )
@@ -158,7 +158,7 @@ def test_ldp_sim_cli_oracles(tmp_path: Path) -> None:
             "max_items=3",
             "--param",
             "inner=olh",
-            "--json",
+            "--json-out",
             str(js),
         ],
     )
