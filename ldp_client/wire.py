@@ -278,6 +278,10 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             proto path, e.g. ``"rappor.k"`` or ``"grr.domain.labels"``.
     """
     which = campaign.WhichOneof("mechanism")
+    # A RAPPOR f of 0 is refused when parameters are made (RapporParams), but a campaign on the wire
+    # already exists: an unset f means f = 0, and decoding it must describe it (epsilon_inf = inf), not
+    # fail. Devices cap it with Reporter(max_epsilon_inf=...).
+    f_zero_ok = True
     try:
         if which == "rr":
             rr = campaign.rr
@@ -287,13 +291,15 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             return GRRParams(domain=_domain_from_proto(grr.domain), truth_probability=grr.truth_probability)
         if which == "rappor":
             r = campaign.rappor
-            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q)
+            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q, allow_f_zero=f_zero_ok)
         if which == "basic_rappor":
             b = campaign.basic_rappor
-            return BasicRapporParams(domain=_domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q)
+            return BasicRapporParams(
+                domain=_domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q, allow_f_zero=f_zero_ok
+            )
         if which == "boolean_rappor":
             c = campaign.boolean_rappor
-            return BooleanRapporParams(f=c.f, p=c.p, q=c.q)
+            return BooleanRapporParams(f=c.f, p=c.p, q=c.q, allow_f_zero=f_zero_ok)
         if which is not None and which in _numeric_wire.MECHANISM_FIELD.values():
             return _numeric_wire.params_from_proto(campaign, which)
         if which is not None and which in _oracle_wire.MECHANISM_FIELD.values():
