@@ -28,21 +28,21 @@ basic-rappor        ``uint8`` array (n, ceil(d/8))
 boolean-rappor      ``uint8`` array (n, 1), each 0 or 1
 ==================  =====================================================================
 
-This module imports numpy (it is a batch/server module); ``ldp_client`` itself does not import it.
+Importing this module does not import numpy (the device's reporter uses the campaign functions and
+:func:`report_to_proto`); the batch functions, which return or take numpy columns, import it when called.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeAlias
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from ldp_client import _numeric_wire, _oracle_wire, _paired_wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
+from ldp_client._scalars import bool_types, int_types
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
 from ldp_client.params import (
@@ -60,6 +60,10 @@ from ldp_client.params import (
     SetValuedParams,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
 __all__ = [
     "MAX_ID_LENGTH",
     "BatchColumns",
@@ -67,6 +71,7 @@ __all__ = [
     "ColumnsLike",
     "ParamsMessage",
     "RapporReportLike",
+    "batch_field",
     "batch_from_proto",
     "batch_from_reports",
     "batch_to_proto",
@@ -94,18 +99,14 @@ ParamsMessage: TypeAlias = (
     | _oracle_wire.OracleMessage
     | campaign_pb2.PairedParams
 )
+# The column aliases are strings so that they name numpy types without importing numpy at run time.
 BatchColumns: TypeAlias = (
-    NDArray[np.bool_]
-    | NDArray[np.int64]
-    | NDArray[np.uint8]
-    | tuple[NDArray[np.uint32], NDArray[np.uint8]]
-    | _numeric_wire.NumericColumns
-    | _oracle_wire.OracleColumns
-    | _paired_wire.PairedColumns
+    "NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]"
+    " | _numeric_wire.NumericColumns | _oracle_wire.OracleColumns | _paired_wire.PairedColumns"
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
 ColumnsLike: TypeAlias = (
-    NDArray[Any] | tuple[NDArray[Any], NDArray[Any]] | tuple[NDArray[Any], NDArray[Any], NDArray[Any]]
+    "NDArray[Any] | tuple[NDArray[Any], NDArray[Any]] | tuple[NDArray[Any], NDArray[Any], NDArray[Any]]"
 )
 """Columns accepted by :func:`batch_to_proto`: as :data:`BatchColumns`, but any integer dtype for indices."""
 
@@ -167,7 +168,7 @@ _PARAMS_TYPES: Final = (
     *FREQUENCY_ORACLE_TYPES,
     PairedParams,
 )
-_U32_LE: Final = np.dtype("<u4")
+_U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
 
 
 def _check_params(params: object) -> MechanismParams:
@@ -192,6 +193,15 @@ def _check_id(field: str, value: object, error: type[InvalidParameterError | Inv
 def mechanism_field(params: MechanismParams) -> str:
     """The ``Campaign.mechanism`` oneof member for ``params`` (e.g. ``"basic_rappor"``)."""
     return _MECHANISM_FIELD[_check_params(params).name]
+
+
+def batch_field(params: MechanismParams) -> str:
+    """The ``ReportBatch.payload`` member of ``params``' reports (a set-valued campaign's is its inner
+    oracle's), e.g. ``"grr_indices"``."""
+    params = _check_params(params)
+    if isinstance(params, SetValuedParams):
+        params = params.inner
+    return _BATCH_FIELD[params.name]
 
 
 def epsilon_inf(params: MechanismParams) -> float:
@@ -409,6 +419,8 @@ def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
 
 
 def _first_true(mask: NDArray[np.bool_]) -> int:
+    import numpy as np
+
     return int(np.argmax(mask))
 
 
@@ -493,6 +505,8 @@ def batch_from_proto(
             ``len(rappor.bits)``, ...), the first grr index >= d or cohort >= m with its position, or the
             first row with a non-zero padding bit.
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_proto(msg, params.inner, campaign_id=campaign_id)
@@ -536,6 +550,8 @@ def batch_from_proto(
 
 
 def _as_array(field: str, columns: object, kind: str, ndim: int) -> NDArray[Any]:
+    import numpy as np
+
     if not isinstance(columns, np.ndarray) or columns.ndim != ndim:
         shape = getattr(columns, "shape", type(columns).__name__)
         raise InvalidReportError(field, shape, f"a {ndim}-d numpy array of {kind}")
@@ -543,6 +559,8 @@ def _as_array(field: str, columns: object, kind: str, ndim: int) -> NDArray[Any]
 
 
 def _check_rows(field: str, bits: object, n: int | None, k: int) -> NDArray[np.uint8]:
+    import numpy as np
+
     arr = _as_array(field, bits, "uint8 packed bit rows", 2)
     nbytes = (k + 7) // 8
     if arr.dtype != np.uint8 or arr.shape[1] != nbytes or (n is not None and arr.shape[0] != n):
@@ -570,6 +588,8 @@ def batch_to_proto(
     Raises:
         InvalidReportError: ids, shapes, dtypes or values that do not fit ``params``.
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_to_proto(
@@ -625,13 +645,13 @@ def batch_to_proto(
 
 
 def _as_int(field: str, value: object, allowed: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool_types()) or not isinstance(value, int_types()):
         raise InvalidReportError(field, value, allowed)
-    return int(value)
+    return operator.index(value)
 
 
 def _rr_value(field: str, report: object) -> bool:
-    if not isinstance(report, bool | np.bool_):
+    if not isinstance(report, bool_types()):
         raise InvalidReportError(field, report, "a bool (True = yes)")
     return bool(report)
 
@@ -713,6 +733,8 @@ def report_from_proto(
         InvalidReportError: naming the field and value (``report_id``, ``value``, ``grr_index``,
             ``rappor.cohort``, ``len(rappor.bits)``, ``basic_bits[0]``, ...).
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return report_from_proto(msg, params.inner, campaign_id=campaign_id)
@@ -764,6 +786,8 @@ def batch_from_reports(
         InvalidReportError: no reports, or ``reports[i]`` (or ``reports[i].cohort``/``.bits``) does not fit
             ``params``.
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_reports(params.inner, reports)
@@ -790,5 +814,7 @@ def batch_from_reports(
 
 
 def _rows_array(rows: list[bytes], nbytes: int) -> NDArray[np.uint8]:
+    import numpy as np
+
     # A bytearray buffer, so the rows are writable like any other client-side array.
     return np.frombuffer(bytearray(b"".join(rows)), dtype=np.uint8).reshape(len(rows), nbytes)
