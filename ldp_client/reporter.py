@@ -1171,7 +1171,12 @@ class Reporter:
         name = name or path.name
         try:
             os.replace(path, self._rejected_dir / name)
-            (self._rejected_dir / (name + ".error")).write_text(reason + "\n", encoding="utf-8")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+            note = os.open(self._rejected_dir / (name + ".error"), flags, 0o600)
+            try:
+                _write_all(note, (reason + "\n").encode("utf-8"))
+            finally:
+                os.close(note)
             _fsync_dir(self._dir)
             _fsync_dir(self._rejected_dir)
         except OSError:
