@@ -1,4 +1,4 @@
-"""The reporter's pure-Python journal rows -> ReportBatch equal the numpy path byte for byte (issue 13 item 11).
+"""Journal rows -> ReportBatch in pure Python equal the numpy path byte for byte (issue 13 item 11).
 
 For every mechanism: per-report encoder outputs are packed into journal rows; the batch built from the rows
 without numpy must serialize exactly like ``wire.batch_to_proto(batch_from_reports(...))`` (the numpy path
