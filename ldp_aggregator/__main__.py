@@ -1,5 +1,5 @@
 """python -m ldp_aggregator: the ldp-aggregator command line."""
 
-from ldp_aggregator.cli import main
+from ldp_aggregator.entry import main
 
 main()

@@ -185,9 +185,16 @@ def pure_oracle_arrays(
         confidence: two-sided confidence level of the intervals.
 
     Returns:
-        count_hat = (C - n q*)/(p* - q*); std_error = sqrt(V(c~))/|p* - q*| with
-        V(c) = n q*(1-q*) + c (p*-q*)(1-p*-q*) and c~ = clip(count_hat, 0, n) (Wang et al.'s variance,
-        the exact variance of C given c); and the interval below.
+        count_hat = (C - n q*)/(p* - q*); std_error = sqrt(V(count_hat))/|p* - q*| with
+        V(c) = n q*(1-q*) + c (p*-q*)(1-p*-q*) (Wang et al.'s variance, the exact variance of C given c);
+        and the interval below.
+
+    Why the unclipped count_hat in V: V is linear in c, so E[V(count_hat)] = V(c) exactly (an unbiased
+    variance estimate), and it is always positive: C >= 0 gives count_hat >= -n q*/Delta, hence
+    V(count_hat) >= n p* q* > 0 (with Delta = p* - q* > 0; for 1-p*-q* < 0 the bound C <= n gives
+    V >= n (1-p*)(1-q*)). Clipping count_hat at 0 first, as an earlier version did, inflated the
+    variance of rare items (small counts estimate negative half of the time): at n = 200, eps = 0.7,
+    d = 37 (GRR) the MSE was 0.87 of the mean reported variance; unclipped it is 1.
 
     Confidence interval (score interval with continuity correction). Under the mechanism, C_v is a sum
     of n independent Bernoullis: c_v with mean p*, n - c_v with mean q* (Poisson-binomial). Like
@@ -230,9 +237,9 @@ def pure_oracle_arrays(
         sup, p, q = n - sup, 1.0 - p, 1.0 - q
     delta = p - q
     count = (sup - n * q) / delta
-    c_plug = np.clip(count, 0.0, float(n))
-    var = (n * q * (1.0 - q) + c_plug * delta * (1.0 - p - q)) / (delta * delta)
-    std_error = np.sqrt(np.maximum(var, 0.0))
+    # The unclipped estimate keeps the variance estimate unbiased and positive (docstring).
+    var = (n * q * (1.0 - q) + count * delta * (1.0 - p - q)) / (delta * delta)
+    std_error = np.sqrt(np.maximum(var, 0.0))  # >= n p* q* / Delta^2 > 0; the floor guards rounding only
 
     b = z * z * (1.0 - p - q) / (2.0 * delta)
     s = z * z * n * q * (1.0 - q) / (delta * delta)

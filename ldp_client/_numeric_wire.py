@@ -20,13 +20,12 @@ a vectorised integer comparison (range, packing padding, strictly increasing att
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Sequence
-from typing import Any, Final, TypeAlias
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
+from ldp_client._scalars import bool_types, int_types
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import (
     DuchiParams,
@@ -37,6 +36,10 @@ from ldp_client.numeric_params import (
     PiecewiseParams,
     SRParams,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = [
     "BATCH_FIELD",
@@ -94,10 +97,10 @@ NUMERIC_MESSAGES: Final = (
     campaign_pb2.StochasticRoundingParams,
     campaign_pb2.MultidimParams,
 )
-NumericColumns: TypeAlias = NDArray[np.uint32] | tuple[NDArray[np.uint32], NDArray[np.uint32]]
+NumericColumns: TypeAlias = "NDArray[np.uint32] | tuple[NDArray[np.uint32], NDArray[np.uint32]]"
 """uint32 codes (n,), or (attributes, codes) uint32 (n, k) for multidim."""
 
-_U32_LE: Final = np.dtype("<u4")
+_U32_LE: Final = "<u4"  # numpy dtype by name: this module imports numpy only in its batch functions
 _POLICY_TO_PROTO: Final[dict[str, campaign_pb2.OutOfRange.ValueType]] = {
     "clamp": campaign_pb2.OUT_OF_RANGE_CLAMP,
     "reject": campaign_pb2.OUT_OF_RANGE_REJECT,
@@ -243,6 +246,8 @@ def params_from_proto(campaign: campaign_pb2.Campaign, which: str) -> NumericPar
 
 
 def _first_true(mask: NDArray[np.bool_]) -> int:
+    import numpy as np
+
     return int(np.argmax(mask))
 
 
@@ -262,6 +267,8 @@ def _check_length(field: str, data: bytes, expected: int, how: str) -> None:
 
 def _check_attributes(attrs: NDArray[Any], d: int, field: str) -> None:
     """Every attribute < D, strictly increasing within each report (row); name the first bad one."""
+    import numpy as np
+
     _check_codes(attrs, d, field)
     if attrs.shape[1] > 1:
         bad = np.asarray((np.diff(attrs.astype(np.int64), axis=1) <= 0).any(axis=1))
@@ -275,6 +282,8 @@ def _check_attributes(attrs: NDArray[Any], d: int, field: str) -> None:
 
 
 def _unpack_bits(raw: bytes, n: int, field: str) -> NDArray[np.uint32]:
+    import numpy as np
+
     _check_length(field, raw, (n + 7) // 8, f"ceil(count/8) for count={n}")
     packed = np.frombuffer(raw, dtype=np.uint8)
     used = n % 8
@@ -287,6 +296,8 @@ def _unpack_bits(raw: bytes, n: int, field: str) -> NDArray[np.uint32]:
 
 def batch_from_proto(msg: reports_pb2.ReportBatch, params: NumericParams, n: int) -> NumericColumns:
     """Decode and validate a numeric batch of ``n`` reports (header already checked by wire.py)."""
+    import numpy as np
+
     field = BATCH_FIELD[params.name]
     if isinstance(params, MultidimParams):
         k = params.k
@@ -309,6 +320,8 @@ def batch_from_proto(msg: reports_pb2.ReportBatch, params: NumericParams, n: int
 
 
 def _as_code_array(field: str, columns: object, ndim: int) -> NDArray[Any]:
+    import numpy as np
+
     if not isinstance(columns, np.ndarray) or columns.ndim != ndim:
         shape = getattr(columns, "shape", type(columns).__name__)
         raise InvalidReportError(field, shape, f"a {ndim}-d numpy array of integer codes")
@@ -324,6 +337,8 @@ def _check_count(field: str, n: int) -> None:
 
 def batch_to_proto(msg: reports_pb2.ReportBatch, params: NumericParams, columns: object) -> None:
     """Fill ``msg``'s count and payload from numeric columns, checked with the server's rules."""
+    import numpy as np
+
     field = BATCH_FIELD[params.name]
     if isinstance(params, MultidimParams):
         if not isinstance(columns, tuple) or len(columns) != 2:
@@ -359,9 +374,9 @@ def batch_to_proto(msg: reports_pb2.ReportBatch, params: NumericParams, columns:
 
 def _code_value(field: str, report: object, bound: int) -> int:
     allowed = f"an integer code in [0, {bound - 1}]"
-    if isinstance(report, bool | np.bool_) or not isinstance(report, int | np.integer):
+    if isinstance(report, bool_types()) or not isinstance(report, int_types()):
         raise InvalidReportError(field, report, allowed)
-    code = int(report)
+    code = operator.index(report)
     if not 0 <= code < bound:
         raise InvalidReportError(field, code, allowed)
     return code
@@ -395,6 +410,8 @@ def report_to_proto(msg: reports_pb2.Report, params: NumericParams, report: obje
 
 def report_from_proto(msg: reports_pb2.Report, params: NumericParams) -> NumericColumns:
     """Columns of a batch of one from a single numeric ``Report`` (value member already checked)."""
+    import numpy as np
+
     if isinstance(params, MultidimParams):
         k = params.k
         attrs = np.array(msg.multidim.attributes, dtype=np.uint32)
@@ -417,6 +434,8 @@ def report_from_proto(msg: reports_pb2.Report, params: NumericParams) -> Numeric
 
 def batch_from_reports(params: NumericParams, reports: Sequence[object]) -> NumericColumns:
     """Columns from per-report encoder outputs (a device-side loop over at most a few thousand reports)."""
+    import numpy as np
+
     n = len(reports)
     _check_count("reports", n)
     if isinstance(params, MultidimParams):

@@ -131,11 +131,14 @@ def best_olh_g(epsilon: float) -> int:
     """The integer g >= 2 minimising n Var* of optimized local hashing at ``epsilon``.
 
     The real optimum is g = e^eps + 1 (Wang et al. 2017, §4.4); the variance is unimodal in g, so the
-    integers around it are compared with the exact quantized rates.
+    integers around it are compared with the exact quantized rates. g is capped at
+    :data:`MAX_LOCAL_HASH_BUCKETS` (2**20), which is the optimum's neighbourhood up to eps = 13.86.
     """
     center = math.exp(min(epsilon, 20.0)) + 1.0
-    lo = max(2, math.floor(center) - 1)
-    hi = min(MAX_LOCAL_HASH_BUCKETS, math.ceil(center) + 1)
+    # Above eps = ln(2**20 - 1) (about 13.86) the optimum exceeds the largest g the wire allows; the
+    # variance falls with g up to the optimum, so the largest allowed g is then the best one.
+    lo = max(2, min(MAX_LOCAL_HASH_BUCKETS, math.floor(center) - 1))
+    hi = max(lo, min(MAX_LOCAL_HASH_BUCKETS, math.ceil(center) + 1))
     best_g, best_v = 2, math.inf
     for g in range(lo, max(lo, hi) + 1):
         t = grr_like_threshold(g, epsilon)

@@ -26,13 +26,12 @@ below g, indices below K, and for ss the number of set bits of every row.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
-from typing import Any, Final, TypeAlias
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
+from ldp_client._scalars import bool_types, int_types
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import (
     MAX_DOMAIN_SIZE,
@@ -48,6 +47,10 @@ from ldp_client.params import (
     SubsetSelectionParams,
     SUEParams,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = [
     "BATCH_FIELD",
@@ -100,11 +103,11 @@ OracleMessage: TypeAlias = (
 )
 SingleOracle: TypeAlias = OUEParams | SUEParams | OLHParams | SubsetSelectionParams | HadamardParams
 """The oracles with their own report payloads (a set-valued campaign reports with its inner oracle)."""
-OracleColumns: TypeAlias = tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]
+OracleColumns: TypeAlias = "tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]"
 """Columns of local hashing; the other oracles use uint8 bit rows or int64 indices."""
 
-_U32_LE: Final = np.dtype("<u4")
-_U64_LE: Final = np.dtype("<u8")
+_U32_LE: Final = "<u4"  # numpy dtypes by name: this module imports numpy only in its batch functions
+_U64_LE: Final = "<u8"
 
 # ------------------------------------------------------------------------------------------ parameters
 
@@ -191,6 +194,8 @@ def params_from_proto(campaign: campaign_pb2.Campaign, which: str) -> FrequencyO
 
 
 def _first_true(mask: NDArray[np.bool_]) -> int:
+    import numpy as np
+
     return int(np.argmax(mask))
 
 
@@ -213,6 +218,8 @@ def _check_rows(
     rows: NDArray[np.uint8], params: OUEParams | SUEParams | SubsetSelectionParams, field: str
 ) -> None:
     """Padding bits of every row are 0; for ss every row has exactly k bits set."""
+    import numpy as np
+
     d = params.domain.size
     used = d % 8
     if used and rows.shape[0]:
@@ -244,6 +251,8 @@ def batch_from_proto(
     n: int,
 ) -> NDArray[np.uint8] | NDArray[np.int64] | OracleColumns:
     """Validate and decode the payload of a batch of ``n`` reports (header already checked by ``wire``)."""
+    import numpy as np
+
     field = BATCH_FIELD[params.name]
     if isinstance(params, OLHParams):
         cols = getattr(msg, field)
@@ -272,6 +281,8 @@ def batch_from_proto(
 
 
 def _as_array(field: str, value: object, ndim: int, what: str) -> NDArray[Any]:
+    import numpy as np
+
     if not isinstance(value, np.ndarray) or value.ndim != ndim:
         shape = getattr(value, "shape", type(value).__name__)
         raise InvalidReportError(field, shape, f"a {ndim}-d numpy array of {what}")
@@ -289,6 +300,8 @@ def batch_to_proto(
     columns: Any,
 ) -> None:
     """Fill ``msg``'s count and payload from columns, with the checks of :func:`batch_from_proto`."""
+    import numpy as np
+
     field = BATCH_FIELD[params.name]
     if isinstance(params, OLHParams):
         if not isinstance(columns, tuple) or len(columns) != 3:
@@ -335,9 +348,9 @@ def batch_to_proto(
 
 
 def _as_int(field: str, value: object, allowed: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool_types()) or not isinstance(value, int_types()):
         raise InvalidReportError(field, value, allowed)
-    return int(value)
+    return operator.index(value)
 
 
 def _bits_value(field: str, report: object, params: OUEParams | SUEParams | SubsetSelectionParams) -> bytes:
@@ -397,6 +410,8 @@ def report_from_proto(
     msg: reports_pb2.Report, params: SingleOracle
 ) -> NDArray[np.uint8] | NDArray[np.int64] | OracleColumns:
     """Columns of a batch of one from a validated ``Report`` (its member already checked by ``wire``)."""
+    import numpy as np
+
     field = REPORT_FIELD[params.name]
     if isinstance(params, OLHParams):
         r = getattr(msg, field)
@@ -424,6 +439,8 @@ def batch_from_reports(
     reports: Sequence[object],
 ) -> NDArray[np.uint8] | NDArray[np.int64] | OracleColumns:
     """Columns from per-report encoder outputs (device side; loops over the reports)."""
+    import numpy as np
+
     if isinstance(params, OLHParams):
         triples = [_hash_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
         return (
@@ -443,18 +460,10 @@ def batch_from_reports(
 # ---------------------------------------------------------------------------- reporter journal rows
 
 
-def journal_row_bytes(params: SingleOracle) -> int:
-    """Fixed size of one report in the reporter's journal: d-bit rows ceil(d/8), local hashing 20
-    (a u64, b u64, bucket u32, little-endian), Hadamard 4 (u32 index)."""
-    if isinstance(params, OLHParams):
-        return 20
-    if isinstance(params, HadamardParams):
-        return 4
-    return (params.domain.size + 7) // 8
-
-
 def journal_row_packer(params: SingleOracle) -> Any:
-    """The journal row of one per-report encoder output (layout of :func:`journal_row_bytes`)."""
+    """The reporter's journal row of one per-report encoder output: d-bit rows ceil(d/8) bytes, local
+    hashing 20 (a u64, b u64, bucket u32, little-endian), Hadamard 4 (u32 index); see
+    :mod:`ldp_client._journal_rows`."""
     if isinstance(params, OLHParams):
         return lambda r: (
             r.a.to_bytes(8, "little") + r.b.to_bytes(8, "little") + r.bucket.to_bytes(4, "little")
@@ -463,18 +472,3 @@ def journal_row_packer(params: SingleOracle) -> Any:
         return lambda r: r.to_bytes(4, "little")
     nbytes = (params.domain.size + 7) // 8
     return lambda r: r.to_bytes(nbytes, "little")
-
-
-def journal_columns(
-    params: SingleOracle, arr: NDArray[np.uint8], n: int
-) -> NDArray[np.uint8] | NDArray[np.int64] | OracleColumns:
-    """Batch columns from ``n`` concatenated journal rows (vectorised; ``wire`` range-checks them)."""
-    table = arr.reshape(n, journal_row_bytes(params))
-    if isinstance(params, OLHParams):
-        a = np.ascontiguousarray(table[:, :8]).view(_U64_LE).reshape(n).astype(np.uint64)
-        b = np.ascontiguousarray(table[:, 8:16]).view(_U64_LE).reshape(n).astype(np.uint64)
-        y = np.ascontiguousarray(table[:, 16:]).view(_U32_LE).reshape(n).astype(np.uint32)
-        return a, b, y
-    if isinstance(params, HadamardParams):
-        return np.ascontiguousarray(table).view(_U32_LE).reshape(n).astype(np.int64)
-    return table

@@ -19,6 +19,7 @@ __all__ = [
     "BitVectorSampler",
     "expansion_ops",
     "quantize_probability",
+    "rounding_note",
     "threshold_to_probability",
 ]
 
@@ -36,6 +37,18 @@ def quantize_probability(field: str, value: float, *, lo: float = 0.0, hi: float
     if not math.isfinite(value) or not lo <= value <= hi:
         raise InvalidParameterError(field, value, f"a finite number in [{lo}, {hi}]")
     return round(value * PROB_ONE)
+
+
+def rounding_note(field: str, value: object, threshold: int) -> str:
+    """A message suffix saying what ``value`` became after rounding to a multiple of 2**-32 ('' if exact).
+
+    A check on the rounded threshold can fail for a value that satisfies the rule as written (p < q, but
+    both round to the same multiple of 2**-32); without this note the message would contradict itself.
+    """
+    rounded = threshold_to_probability(threshold)
+    if isinstance(value, int | float) and not isinstance(value, bool) and float(value) == rounded:
+        return ""
+    return f" (probabilities are rounded to multiples of 2**-32: {field}={value!r} becomes {rounded!r})"
 
 
 def threshold_to_probability(threshold: int) -> float:

@@ -15,9 +15,11 @@ from typing import Final
 
 __all__ = [
     "MAX_SHOWN_CHARS",
+    "AccessDeniedError",
     "BudgetExceededError",
     "CampaignClosedError",
     "CampaignExistsError",
+    "CampaignMismatchError",
     "CampaignNotFoundError",
     "DomainError",
     "InvalidParameterError",
@@ -107,6 +109,27 @@ class CampaignClosedError(LdpError):
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
         super().__init__(f"campaign_id={shown(campaign_id)} is closed and accepts no more reports")
+
+
+class CampaignMismatchError(LdpError):
+    """A campaign's parameters on the server differ from those a device pinned (or cached) for it."""
+
+
+class AccessDeniedError(LdpError):
+    """The server refused the caller's credentials (gRPC ``UNAUTHENTICATED`` or ``PERMISSION_DENIED``).
+
+    Permanent for the caller: retrying with the same token cannot succeed, so the reporter stops.
+    """
+
+    def __init__(self, call: str, code: str, details: str) -> None:
+        self.call = call
+        self.code = code
+        self.details = details
+        if code == "UNAUTHENTICATED":
+            fix = "pass a valid token (metadata=[('authorization', 'Bearer <token>')])"
+        else:
+            fix = "use a token with a role that may do this (a reporter token for Reporter)"
+        super().__init__(f"{call} was refused with {code} ({details[:200]}): {fix}")
 
 
 class StoreUnavailableError(LdpError):

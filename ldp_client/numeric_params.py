@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
-from ldp_client._prob import PROB_ONE, quantize_probability, threshold_to_probability
+from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
 from ldp_client.errors import DomainError, InvalidParameterError, PrivacyQuantizationWarning
 
 if TYPE_CHECKING:
@@ -368,7 +368,11 @@ class DuchiParams(_Range):
         self._init_range()
         t = quantize_probability("low_probability", self.low_probability)
         if not 0 < t < _TWO32 // 2:
-            raise InvalidParameterError("low_probability", self.low_probability, "a probability in (0, 1/2)")
+            raise InvalidParameterError(
+                "low_probability",
+                self.low_probability,
+                "a probability in (0, 1/2)" + rounding_note("low_probability", self.low_probability, t),
+            )
         object.__setattr__(self, "low_threshold", t)
 
     @classmethod
@@ -439,7 +443,9 @@ class SRParams(_Range):
         t = quantize_probability("truth_probability", self.truth_probability)
         if not _TWO32 // 2 < t < _TWO32:
             raise InvalidParameterError(
-                "truth_probability", self.truth_probability, "a probability in (1/2, 1)"
+                "truth_probability",
+                self.truth_probability,
+                "a probability in (1/2, 1)" + rounding_note("truth_probability", self.truth_probability, t),
             )
         object.__setattr__(self, "truth_threshold", t)
 
@@ -508,7 +514,8 @@ class _PiecewiseCore(_Range):
             raise InvalidParameterError(
                 "high_probability",
                 self.high_probability,
-                f"a probability in (M/G, 1) = ({m / g!r}, 1) (the window must be more likely than elsewhere)",
+                f"a probability in (M/G, 1) = ({m / g!r}, 1) (the window must be more likely than elsewhere)"
+                + rounding_note("high_probability", self.high_probability, t),
             )
         object.__setattr__(self, "high_threshold", t)
 
@@ -666,7 +673,11 @@ class HybridParams(_PiecewiseCore):
         self._init_pm(MAX_CODES - 2)
         t = quantize_probability("low_probability", self.low_probability)
         if not 0 < t < _TWO32 // 2:
-            raise InvalidParameterError("low_probability", self.low_probability, "a probability in (0, 1/2)")
+            raise InvalidParameterError(
+                "low_probability",
+                self.low_probability,
+                "a probability in (0, 1/2)" + rounding_note("low_probability", self.low_probability, t),
+            )
         object.__setattr__(self, "low_threshold", t)
         object.__setattr__(
             self, "mix_threshold", quantize_probability("mix_probability", self.mix_probability)
@@ -789,6 +800,102 @@ class LaplaceTable:
         return self.weights[abs(z)]
 
 
+class _LaplaceLimitError(Exception):
+    """Internal: a (grid, decay) pair has no valid noise table. The callers turn this into a message about
+    the user's own parameters (epsilon, grid, decay), never about internal thresholds.
+
+    ``kind`` is ``"size"`` (the table would need over 2**20 entries: too little privacy loss per grid
+    step, i.e. epsilon too small for the grid) or ``"underflow"`` (the smallest noise weights round to 0
+    in 64 bits: epsilon too large).
+    """
+
+    def __init__(self, kind: Literal["size", "underflow"]) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _laplace_reach_estimate(grid: int, alpha: float) -> float:
+    """About R: the first z with alpha^z <= 2**-20 (float estimate, for limits and messages only)."""
+    if alpha <= 0.0:
+        return 1.0
+    return max(1.0, math.ceil(_LAPLACE_TAIL_BITS * math.log(2.0) / -math.log(alpha) - 1e-9))
+
+
+def _laplace_fits(grid: int, epsilon: float) -> bool:
+    """About whether the table at ``grid`` and alpha = e^(-epsilon/grid) stays within 2**20 entries."""
+    alpha = math.exp(-epsilon / grid)
+    return grid + _laplace_reach_estimate(grid, alpha) <= (_LAPLACE_MAX_TABLE - 1) // 2
+
+
+def _laplace_representable(grid: int, epsilon: float) -> bool:
+    """About whether the smallest weights of the table are >= 1: the last regular weight
+    2**64 (1-alpha)/(1+alpha) alpha^(R+K-1) and the tail 2**64 alpha^(R+K)/(1+alpha)."""
+    alpha = math.exp(-epsilon / grid)
+    reach = _laplace_reach_estimate(grid, alpha)
+    last = 64.0 + math.log2((1.0 - alpha) / (1.0 + alpha)) + (reach + grid - 1) * math.log2(alpha)
+    tail = 64.0 + (reach + grid) * math.log2(alpha) - math.log2(1.0 + alpha)
+    return min(last, tail) >= 0.5
+
+
+def _laplace_min_epsilon() -> float:
+    """About the smallest epsilon laplace supports (at the smallest grid, 2 steps; 2**20-entry table)."""
+    lo, hi = 1e-9, 1.0
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if _laplace_fits(2, mid) else (mid, hi)
+    return hi
+
+
+def _laplace_max_grid(epsilon: float) -> int:
+    """About the largest grid whose noise table fits in 2**20 entries at ``epsilon`` (1 if none)."""
+    lo, hi = 1, _LAPLACE_MAX_GRID
+    if _laplace_fits(hi, epsilon):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _laplace_fits(mid, epsilon) else (lo, mid)
+    return lo
+
+
+def _laplace_max_epsilon(grid: int) -> float:
+    """About the largest epsilon whose noise table at ``grid`` is representable with 64-bit weights."""
+    # The tail weight needs alpha^(R+K) >= 2**-64, so epsilon < 64 ln 2 (about 44.4) at any grid.
+    lo, hi = 1e-3, 64.0 * math.log(2.0)
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if _laplace_representable(grid, mid) else (lo, mid)
+    return lo
+
+
+def _check_laplace_table(grid: int, decay_threshold: int, decay: float) -> None:
+    """Build :func:`laplace_table`, or raise the user-facing error for direct parameters (grid, decay)."""
+    try:
+        laplace_table(grid, decay_threshold)
+    except _LaplaceLimitError as exc:
+        eps = grid * -math.log(threshold_to_probability(decay_threshold))
+        if exc.kind == "size":
+            k_max = _laplace_max_grid(eps)
+            fix = (
+                f"at that epsilon use a grid of at most about {k_max} steps"
+                if k_max >= 2
+                else f"laplace needs an epsilon of at least about {_laplace_min_epsilon():.2g}"
+            )
+            raise InvalidParameterError(
+                "decay",
+                decay,
+                f"a decay further from 1 at grid={grid}: this one means epsilon about {eps:.3g}, so little "
+                f"privacy loss per grid step that the noise table would need over 2**20 entries; {fix} "
+                "(LaplaceParams.from_epsilon chooses the grid)",
+            ) from None
+        raise InvalidParameterError(
+            "decay",
+            decay,
+            f"a larger decay at grid={grid}: this one means epsilon about {eps:.3g}, and laplace supports at "
+            f"most about {_laplace_max_epsilon(grid):.3g} (less noise is not representable in its 64-bit "
+            "noise table)",
+        ) from None
+
+
 @functools.lru_cache(maxsize=16)
 def laplace_table(grid: int, decay_threshold: int) -> LaplaceTable:
     """Build the discrete Laplace table for K = ``grid``, alpha = ``decay_threshold`` / 2**32.
@@ -801,7 +908,8 @@ def laplace_table(grid: int, decay_threshold: int) -> LaplaceTable:
     to exactly 2**64. Weights are non-increasing in |z|, which the epsilon computation uses.
 
     Raises:
-        InvalidParameterError: the table would exceed 2**20 entries (a smaller grid is needed).
+        _LaplaceLimitError: the table would exceed 2**20 entries, or its tail weight rounds to 0 (the
+            parameter classes turn this into a message about epsilon, grid or decay).
 
     Why 2**-20: the clamped ends carry the geometric tails and decode to their conditional means, so the
     clamp distance costs no bias; a shorter table keeps its smallest weights (~2**44 (1-alpha)/(1+alpha)
@@ -815,11 +923,7 @@ def laplace_table(grid: int, decay_threshold: int) -> LaplaceTable:
     max_half = (_LAPLACE_MAX_TABLE - 1) // 2
     # Refuse early (without building) a table that cannot fit: alpha^R = 2**-20 at R ~ 20 ln 2 / ln(1/alpha).
     if a < _TWO32 and k + _LAPLACE_TAIL_BITS * math.log(2.0) / -math.log(a / _TWO32) > max_half * 1.01:
-        raise InvalidParameterError(
-            "grid",
-            k,
-            f"a smaller grid for this epsilon (the table would need over {_LAPLACE_MAX_TABLE} entries)",
-        )
+        raise _LaplaceLimitError("size")
     powers = [one]
     cur = one
     found: int | None = None  # R: the first z with a_z <= 2**(44+H), i.e. alpha^z <= 2**-20
@@ -828,11 +932,7 @@ def laplace_table(grid: int, decay_threshold: int) -> LaplaceTable:
             found = len(powers) - 1
             continue
         if len(powers) > max_half:
-            raise InvalidParameterError(
-                "grid",
-                k,
-                f"a smaller grid for this epsilon (the table would need over {_LAPLACE_MAX_TABLE} entries)",
-            )
+            raise _LaplaceLimitError("size")
         cur = (cur * a) >> 32
         powers.append(cur)
     reach = found
@@ -842,8 +942,10 @@ def laplace_table(grid: int, decay_threshold: int) -> LaplaceTable:
     weights.append(tail)
     weights[0] = 0
     weights[0] = _TWO64 - 2 * sum(weights)
-    if weights[0] < weights[1] or tail < 1:
-        raise InvalidParameterError("decay", decay_threshold, "a decay giving a valid noise table")
+    # Every weight must be >= 1: a zero weight is an impossible output for some inputs (infinite epsilon).
+    # The weights fall with |z|, and the last regular one is the smallest (the tail holds more mass).
+    if weights[0] < weights[1] or weights[half - 1] < 1 or tail < 1:
+        raise _LaplaceLimitError("underflow")
     cumulative = array("Q")
     total = 0
     for z in range(-half, half):
@@ -875,6 +977,35 @@ def _laplace_epsilon(w: Sequence[int], k: int, reach: int) -> float:
     return _log_ratio_up(best_num, best_den)
 
 
+def _laplace_epsilon_error(
+    requested: object, eps: float, grid: int, grid_given: bool, kind: Literal["size", "underflow"]
+) -> InvalidParameterError:
+    """The message of a from_epsilon request laplace cannot meet, in the user's terms (epsilon, grid)."""
+    if kind == "underflow":
+        top = _laplace_max_epsilon(grid)
+        default = "" if grid_given else " (the default)"
+        return InvalidParameterError(
+            "epsilon",
+            requested,
+            f"at most about {top:.3g} for laplace at grid={grid}{default} (less noise is not representable "
+            "in its 64-bit noise table); use a smaller epsilon",
+        )
+    k_max = _laplace_max_grid(eps)
+    if grid_given and k_max >= 2:
+        return InvalidParameterError(
+            "grid",
+            grid,
+            f"at most about {k_max} grid steps at epsilon={requested!r} (so little privacy loss per step "
+            "needs a noise table of over 2**20 entries); use a smaller grid or a larger epsilon",
+        )
+    return InvalidParameterError(
+        "epsilon",
+        requested,
+        f"at least about {_laplace_min_epsilon():.2g} for laplace (a smaller epsilon needs a noise table of "
+        "over 2**20 entries even at the smallest grid, 2 steps)",
+    )
+
+
 def _auto_grid(epsilon: float) -> int:
     """The default K: 1024, smaller when the table (about 2 (22.2 K/eps + K) entries) would not fit."""
     per_k = 2.0 * (_LAPLACE_TAIL_BITS * math.log(2.0) / epsilon + 1.0) * 1.05
@@ -904,9 +1035,11 @@ class LaplaceParams(_Range):
         _check_int("grid", self.grid, 2, _LAPLACE_MAX_GRID)
         a = quantize_probability("decay", self.decay)
         if not 0 < a < _TWO32:
-            raise InvalidParameterError("decay", self.decay, "a number in (0, 1)")
+            raise InvalidParameterError(
+                "decay", self.decay, "a number in (0, 1)" + rounding_note("decay", self.decay, a)
+            )
         object.__setattr__(self, "decay_threshold", a)
-        self.table  # noqa: B018  # build (and validate) the noise table now, not on the first report
+        _check_laplace_table(self.grid, a, self.decay)  # build (and validate) it now, not on a report
 
     @classmethod
     def from_epsilon(
@@ -931,10 +1064,11 @@ class LaplaceParams(_Range):
         for _ in range(64):
             a = max(a, math.ceil(_TWO32 * math.exp(-target / k)))
             if a >= _TWO32:
-                raise InvalidParameterError(
-                    "epsilon", epsilon, f"a value above {k * 2.0**-31:.3g} for grid={k} (decay rounds to 1)"
-                )
-            got = laplace_table(k, a).epsilon
+                raise _laplace_epsilon_error(epsilon, eps, k, grid is not None, "size")
+            try:
+                got = laplace_table(k, a).epsilon
+            except _LaplaceLimitError as exc:
+                raise _laplace_epsilon_error(epsilon, eps, k, grid is not None, exc.kind) from None
             if got <= eps:
                 break
             # Ask for less by the excess (at least one step of A) and retry.

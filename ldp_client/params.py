@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ldp_client import _oracle_math, privacy
-from ldp_client._prob import PROB_ONE, quantize_probability, threshold_to_probability
+from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
 from ldp_client.errors import DomainError, InvalidParameterError, PrivacyQuantizationWarning
 from ldp_client.numeric_params import (  # issue 6: numeric mechanisms (own module)
     NUMERIC_PARAM_CLASSES,
@@ -81,6 +81,18 @@ def _check_epsilon(epsilon: float) -> float:
     if not math.isfinite(epsilon) or epsilon <= 0:
         raise InvalidParameterError("epsilon", epsilon, "a finite number > 0")
     return float(epsilon)
+
+
+def _pair_rounding_note(low: tuple[str, float, int], high: tuple[str, float, int]) -> str:
+    """Why ``low < high`` failed although the values as written satisfy it: both were rounded."""
+    (lname, lvalue, lt), (hname, hvalue, ht) = low, high
+    if not lvalue < hvalue:
+        return ""
+    return (
+        f" (probabilities are rounded to multiples of 2**-32: {lname}={lvalue!r} becomes "
+        f"{threshold_to_probability(lt)!r} and {hname}={hvalue!r} becomes {threshold_to_probability(ht)!r}; "
+        f"make them differ by at least 2**-32, about 2.3e-10)"
+    )
 
 
 def _report_quantization(requested: float, effective: float) -> None:
@@ -178,10 +190,17 @@ class BinaryRRParams:
         b = quantize_probability("yes_probability", self.yes_probability)
         if not 0 < a < PROB_ONE:
             raise InvalidParameterError(
-                "truth_probability", self.truth_probability, "a probability in (0, 1) (0 reveals nothing)"
+                "truth_probability",
+                self.truth_probability,
+                "a probability in (0, 1) (0 reveals nothing)"
+                + rounding_note("truth_probability", self.truth_probability, a),
             )
         if not 0 < b < PROB_ONE:
-            raise InvalidParameterError("yes_probability", self.yes_probability, "a probability in (0, 1)")
+            raise InvalidParameterError(
+                "yes_probability",
+                self.yes_probability,
+                "a probability in (0, 1)" + rounding_note("yes_probability", self.yes_probability, b),
+            )
         object.__setattr__(self, "truth_threshold", a)
         object.__setattr__(self, "yes_threshold", b)
 
@@ -238,7 +257,10 @@ class GRRParams:
         d = self.domain.size
         if not (t * d > PROB_ONE and t < PROB_ONE):
             raise InvalidParameterError(
-                "truth_probability", self.truth_probability, f"a probability in (1/d, 1) = ({1 / d}, 1)"
+                "truth_probability",
+                self.truth_probability,
+                f"a probability in (1/d, 1) = ({1 / d}, 1)"
+                + rounding_note("truth_probability", self.truth_probability, t),
             )
         object.__setattr__(self, "truth_threshold", t)
 
@@ -286,6 +308,8 @@ class _RapporNoise:
     f: float = 0.5
     p: float = 0.5
     q: float = 0.75
+    allow_f_zero: bool = field(default=False, repr=False, compare=False)
+    """Opt in to f = 0 (no permanent randomized response, epsilon_inf = inf); not part of the wire."""
     f_threshold: int = field(init=False, repr=False, compare=False)
     p_threshold: int = field(init=False, repr=False, compare=False)
     q_threshold: int = field(init=False, repr=False, compare=False)
@@ -293,11 +317,28 @@ class _RapporNoise:
     def _init_noise(self) -> None:
         ft = quantize_probability("f", self.f)
         if not (0.0 <= self.f < 1.0) or ft >= PROB_ONE:
-            raise InvalidParameterError("f", self.f, "a probability in [0, 1)")
+            allowed = "a probability in [0, 1)" + rounding_note("f", self.f, ft)
+            raise InvalidParameterError("f", self.f, allowed)
+        if not isinstance(self.allow_f_zero, bool):
+            raise InvalidParameterError("allow_f_zero", self.allow_f_zero, "True or False")
+        if ft == 0 and not self.allow_f_zero:
+            # f = 0 is the wire default (an unset field), so it must never pass by accident.
+            raise InvalidParameterError(
+                "f",
+                self.f,
+                "a probability in (0, 1): f=0 turns off the permanent randomized response, so repeated "
+                "reports of one value reveal it (epsilon_inf = inf); use the standard f=0.5 (or 0.25), "
+                "or opt in with allow_f_zero=True" + rounding_note("f", self.f, ft),
+            )
         pt = quantize_probability("p", self.p)
         qt = quantize_probability("q", self.q)
         if pt >= qt:
-            raise InvalidParameterError("p", self.p, f"a probability below q={self.q!r} (p < q)")
+            raise InvalidParameterError(
+                "p",
+                self.p,
+                f"a probability below q={self.q!r} (p < q)"
+                + _pair_rounding_note(("p", self.p, pt), ("q", self.q, qt)),
+            )
         object.__setattr__(self, "f_threshold", ft)
         object.__setattr__(self, "p_threshold", pt)
         object.__setattr__(self, "q_threshold", qt)
@@ -346,6 +387,12 @@ class RapporParams(_RapporNoise):
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
                 raise InvalidParameterError(fname, value, f"an integer in [1, {hi}]")
+        if self.h > self.k:
+            # h hash functions set at most k distinct bits: h > k adds no information, only cost, and
+            # the epsilon formulas (which count 2h differing bits) would no longer describe the filter.
+            raise InvalidParameterError(
+                "h", self.h, f"an integer in [1, k] = [1, {self.k}] (h hashes set at most h of the k bits)"
+            )
         self._init_noise()
 
     @property
@@ -541,9 +588,15 @@ class _UnaryEncoding(_FrequencyOracle):
         pt = quantize_probability("p", self.p)
         qt = quantize_probability("q", self.q)
         if not 0 < qt < PROB_ONE:
-            raise InvalidParameterError("q", self.q, "a probability in (0, 1)")
+            allowed = "a probability in (0, 1)" + rounding_note("q", self.q, qt)
+            raise InvalidParameterError("q", self.q, allowed)
         if not qt < pt < PROB_ONE:
-            raise InvalidParameterError("p", self.p, f"a probability in (q, 1) = ({self.q!r}, 1)")
+            raise InvalidParameterError(
+                "p",
+                self.p,
+                f"a probability in (q, 1) = ({self.q!r}, 1)"
+                + _pair_rounding_note(("q", self.q, qt), ("p", self.p, pt)),
+            )
         object.__setattr__(self, "p_threshold", pt)
         object.__setattr__(self, "q_threshold", qt)
 
@@ -661,7 +714,10 @@ class OLHParams(_FrequencyOracle):
         t = quantize_probability("truth_probability", self.truth_probability)
         if not (t * self.g > PROB_ONE and t < PROB_ONE):
             raise InvalidParameterError(
-                "truth_probability", self.truth_probability, f"a probability in (1/g, 1) = ({1 / self.g}, 1)"
+                "truth_probability",
+                self.truth_probability,
+                f"a probability in (1/g, 1) = ({1 / self.g}, 1)"
+                + rounding_note("truth_probability", self.truth_probability, t),
             )
         object.__setattr__(self, "truth_threshold", t)
 
@@ -690,13 +746,15 @@ class OLHParams(_FrequencyOracle):
         e^eps + 1) and p = e^eps/(e^eps + g - 1) rounded down to a multiple of 2**-32."""
         eps = _check_epsilon(epsilon)
         dom = Domain.of(domain)
+        chosen = g is None
         if g is None:
             g = _oracle_math.best_olh_g(eps)
         _int_field("g", g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
         t = _oracle_math.grr_like_threshold(g, eps)
         if t == 0:
+            where = "" if chosen else f" at g={g}"
             raise InvalidParameterError(
-                "epsilon", epsilon, f"a value large enough to be represented at g={g}"
+                "epsilon", epsilon, f"a value large enough to change a 32-bit probability{where}"
             )
         params = cls(domain=dom, g=g, truth_probability=threshold_to_probability(t))
         _report_quantization(eps, params.epsilon)
@@ -778,7 +836,10 @@ class SubsetSelectionParams(_FrequencyOracle):
         t = quantize_probability("truth_probability", self.truth_probability)
         if not (t * d > self.k * PROB_ONE and t < PROB_ONE):
             raise InvalidParameterError(
-                "truth_probability", self.truth_probability, f"a probability in (k/d, 1) = ({self.k / d}, 1)"
+                "truth_probability",
+                self.truth_probability,
+                f"a probability in (k/d, 1) = ({self.k / d}, 1)"
+                + rounding_note("truth_probability", self.truth_probability, t),
             )
         object.__setattr__(self, "truth_threshold", t)
 
@@ -863,7 +924,9 @@ class HadamardParams(_FrequencyOracle):
         t = quantize_probability("truth_probability", self.truth_probability)
         if not (2 * t > PROB_ONE and t < PROB_ONE):
             raise InvalidParameterError(
-                "truth_probability", self.truth_probability, "a probability in (1/2, 1)"
+                "truth_probability",
+                self.truth_probability,
+                "a probability in (1/2, 1)" + rounding_note("truth_probability", self.truth_probability, t),
             )
         object.__setattr__(self, "truth_threshold", t)
 
@@ -1217,6 +1280,16 @@ AUTO_MECHANISM = "auto"
 MECHANISM_NAMES: tuple[str, ...] = tuple(_PARAM_CLASSES)
 
 
+def _parse_bool(text: str) -> bool:
+    """``true``/``false`` (also ``yes``/``no``, ``1``/``0``, any case) from a command line or file."""
+    low = text.strip().lower()
+    if low in ("true", "yes", "1"):
+        return True
+    if low in ("false", "no", "0"):
+        return False
+    raise ValueError(text)
+
+
 def _tunable_fields(cls: type[MechanismParams]) -> dict[str, type]:
     """Init fields settable by name (``--param NAME=VALUE``), with their value types."""
     from dataclasses import fields
@@ -1224,7 +1297,7 @@ def _tunable_fields(cls: type[MechanismParams]) -> dict[str, type]:
     kinds: dict[str, type] = {}
     for f in fields(cls):
         if f.init and f.name != "domain":
-            kinds[f.name] = int if f.type in ("int", int) else float
+            kinds[f.name] = int if f.type in ("int", int) else bool if f.type in ("bool", bool) else float
     return kinds
 
 
@@ -1272,10 +1345,12 @@ def make_params(
             allowed = ", ".join(sorted(kinds)) or "none"
             raise InvalidParameterError(f"param {name}", raw, f"a field of {mechanism}: {allowed}")
         kind = kinds[name]
+        convert = _parse_bool if kind is bool else kind
         try:
-            kwargs[name] = kind(raw) if isinstance(raw, str) else raw
+            kwargs[name] = convert(raw) if isinstance(raw, str) else raw
         except ValueError:
-            raise InvalidParameterError(name, raw, "an integer" if kind is int else "a number") from None
+            what = {int: "an integer", bool: "true or false"}.get(kind, "a number")
+            raise InvalidParameterError(name, raw, what) from None
     takes_domain = cls in (GRRParams, BasicRapporParams)
     if takes_domain and domain is None:
         raise InvalidParameterError("domain", None, f"a size or labels (required by {mechanism})")

@@ -28,21 +28,21 @@ basic-rappor        ``uint8`` array (n, ceil(d/8))
 boolean-rappor      ``uint8`` array (n, 1), each 0 or 1
 ==================  =====================================================================
 
-This module imports numpy (it is a batch/server module); ``ldp_client`` itself does not import it.
+Importing this module does not import numpy (the device's reporter uses the campaign functions and
+:func:`report_to_proto`); the batch functions, which return or take numpy columns, import it when called.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeAlias
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from ldp_client import _numeric_wire, _oracle_wire, _paired_wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
+from ldp_client._scalars import bool_types, int_types
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
 from ldp_client.params import (
@@ -60,6 +60,10 @@ from ldp_client.params import (
     SetValuedParams,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
 __all__ = [
     "MAX_ID_LENGTH",
     "BatchColumns",
@@ -67,6 +71,7 @@ __all__ = [
     "ColumnsLike",
     "ParamsMessage",
     "RapporReportLike",
+    "batch_field",
     "batch_from_proto",
     "batch_from_reports",
     "batch_to_proto",
@@ -96,18 +101,14 @@ ParamsMessage: TypeAlias = (
     | _oracle_wire.OracleMessage
     | campaign_pb2.PairedParams
 )
+# The column aliases are strings so that they name numpy types without importing numpy at run time.
 BatchColumns: TypeAlias = (
-    NDArray[np.bool_]
-    | NDArray[np.int64]
-    | NDArray[np.uint8]
-    | tuple[NDArray[np.uint32], NDArray[np.uint8]]
-    | _numeric_wire.NumericColumns
-    | _oracle_wire.OracleColumns
-    | _paired_wire.PairedColumns
+    "NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]"
+    " | _numeric_wire.NumericColumns | _oracle_wire.OracleColumns | _paired_wire.PairedColumns"
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
 ColumnsLike: TypeAlias = (
-    NDArray[Any] | tuple[NDArray[Any], NDArray[Any]] | tuple[NDArray[Any], NDArray[Any], NDArray[Any]]
+    "NDArray[Any] | tuple[NDArray[Any], NDArray[Any]] | tuple[NDArray[Any], NDArray[Any], NDArray[Any]]"
 )
 """Columns accepted by :func:`batch_to_proto`: as :data:`BatchColumns`, but any integer dtype for indices."""
 
@@ -169,7 +170,7 @@ _PARAMS_TYPES: Final = (
     *FREQUENCY_ORACLE_TYPES,
     PairedParams,
 )
-_U32_LE: Final = np.dtype("<u4")
+_U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
 
 
 def _check_params(params: object) -> MechanismParams:
@@ -194,6 +195,15 @@ def _check_id(field: str, value: object, error: type[InvalidParameterError | Inv
 def mechanism_field(params: MechanismParams) -> str:
     """The ``Campaign.mechanism`` oneof member for ``params`` (e.g. ``"basic_rappor"``)."""
     return _MECHANISM_FIELD[_check_params(params).name]
+
+
+def batch_field(params: MechanismParams) -> str:
+    """The ``ReportBatch.payload`` member of ``params``' reports (a set-valued campaign's is its inner
+    oracle's), e.g. ``"grr_indices"``."""
+    params = _check_params(params)
+    if isinstance(params, SetValuedParams):
+        params = params.inner
+    return _BATCH_FIELD[params.name]
 
 
 def epsilon_inf(params: MechanismParams) -> float:
@@ -280,6 +290,10 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             proto path, e.g. ``"rappor.k"`` or ``"grr.domain.labels"``.
     """
     which = campaign.WhichOneof("mechanism")
+    # A RAPPOR f of 0 is refused when parameters are made (RapporParams), but a campaign on the wire
+    # already exists: an unset f means f = 0, and decoding it must describe it (epsilon_inf = inf), not
+    # fail. Devices cap it with Reporter(max_epsilon_inf=...).
+    f_zero_ok = True
     try:
         if which == "rr":
             rr = campaign.rr
@@ -289,13 +303,15 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             return GRRParams(domain=_domain_from_proto(grr.domain), truth_probability=grr.truth_probability)
         if which == "rappor":
             r = campaign.rappor
-            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q)
+            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q, allow_f_zero=f_zero_ok)
         if which == "basic_rappor":
             b = campaign.basic_rappor
-            return BasicRapporParams(domain=_domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q)
+            return BasicRapporParams(
+                domain=_domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q, allow_f_zero=f_zero_ok
+            )
         if which == "boolean_rappor":
             c = campaign.boolean_rappor
-            return BooleanRapporParams(f=c.f, p=c.p, q=c.q)
+            return BooleanRapporParams(f=c.f, p=c.p, q=c.q, allow_f_zero=f_zero_ok)
         if which is not None and which in _numeric_wire.MECHANISM_FIELD.values():
             return _numeric_wire.params_from_proto(campaign, which)
         if which is not None and which in _oracle_wire.MECHANISM_FIELD.values():
@@ -405,6 +421,8 @@ def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
 
 
 def _first_true(mask: NDArray[np.bool_]) -> int:
+    import numpy as np
+
     return int(np.argmax(mask))
 
 
@@ -489,6 +507,8 @@ def batch_from_proto(
             ``len(rappor.bits)``, ...), the first grr index >= d or cohort >= m with its position, or the
             first row with a non-zero padding bit.
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_proto(msg, params.inner, campaign_id=campaign_id)
@@ -532,6 +552,8 @@ def batch_from_proto(
 
 
 def _as_array(field: str, columns: object, kind: str, ndim: int) -> NDArray[Any]:
+    import numpy as np
+
     if not isinstance(columns, np.ndarray) or columns.ndim != ndim:
         shape = getattr(columns, "shape", type(columns).__name__)
         raise InvalidReportError(field, shape, f"a {ndim}-d numpy array of {kind}")
@@ -539,6 +561,8 @@ def _as_array(field: str, columns: object, kind: str, ndim: int) -> NDArray[Any]
 
 
 def _check_rows(field: str, bits: object, n: int | None, k: int) -> NDArray[np.uint8]:
+    import numpy as np
+
     arr = _as_array(field, bits, "uint8 packed bit rows", 2)
     nbytes = (k + 7) // 8
     if arr.dtype != np.uint8 or arr.shape[1] != nbytes or (n is not None and arr.shape[0] != n):
@@ -566,6 +590,8 @@ def batch_to_proto(
     Raises:
         InvalidReportError: ids, shapes, dtypes or values that do not fit ``params``.
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_to_proto(
@@ -621,13 +647,13 @@ def batch_to_proto(
 
 
 def _as_int(field: str, value: object, allowed: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool_types()) or not isinstance(value, int_types()):
         raise InvalidReportError(field, value, allowed)
-    return int(value)
+    return operator.index(value)
 
 
 def _rr_value(field: str, report: object) -> bool:
-    if not isinstance(report, bool | np.bool_):
+    if not isinstance(report, bool_types()):
         raise InvalidReportError(field, report, "a bool (True = yes)")
     return bool(report)
 
@@ -709,6 +735,8 @@ def report_from_proto(
         InvalidReportError: naming the field and value (``report_id``, ``value``, ``grr_index``,
             ``rappor.cohort``, ``len(rappor.bits)``, ``basic_bits[0]``, ...).
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return report_from_proto(msg, params.inner, campaign_id=campaign_id)
@@ -760,6 +788,8 @@ def batch_from_reports(
         InvalidReportError: no reports, or ``reports[i]`` (or ``reports[i].cohort``/``.bits``) does not fit
             ``params``.
     """
+    import numpy as np
+
     params = _check_params(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_reports(params.inner, reports)
@@ -786,5 +816,7 @@ def batch_from_reports(
 
 
 def _rows_array(rows: list[bytes], nbytes: int) -> NDArray[np.uint8]:
+    import numpy as np
+
     # A bytearray buffer, so the rows are writable like any other client-side array.
     return np.frombuffer(bytearray(b"".join(rows)), dtype=np.uint8).reshape(len(rows), nbytes)

@@ -360,6 +360,8 @@ def _oracle_notes(result: Any) -> None:
     from simulations.oracle_sampling import has_sum_sampler
 
     cfg = result.config
+    if result.interval_warning is not None:  # issue 13: the intervals are approximate at this n
+        err.print(result.interval_warning, highlight=False, markup=False)
     if cfg.mechanism == "auto":
         from ldp_client.auto import auto_choice
 

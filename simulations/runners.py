@@ -532,6 +532,13 @@ class SimulationResult:
         return float(epsilon_inf(self.params))
 
     @property
+    def interval_warning(self) -> str | None:
+        """One line when the intervals' normal approximation is poor at this n (issue 13), else None."""
+        from simulations.metrics import interval_warning
+
+        return interval_warning(self.params, self.config.n_users)
+
+    @property
     def rmse_frequency(self) -> float:
         """Observed root mean squared error of the frequencies: sqrt(MSE) / N."""
         return math.sqrt(self.metrics.mse) / self.config.n_users

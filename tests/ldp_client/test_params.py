@@ -290,6 +290,6 @@ def test_boolean_rappor_epsilons() -> None:
 
 
 def test_rappor_without_prr_has_infinite_longitudinal_epsilon() -> None:
-    params = RapporParams(f=0.0)
+    params = RapporParams(f=0.0, allow_f_zero=True)
     assert params.epsilon_inf == math.inf
     assert math.isfinite(params.epsilon_one)

@@ -7,6 +7,7 @@ the retry is a duplicate), to answer a fixed status code, to hang, or to hold Ge
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,11 +25,14 @@ import pytest
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2_grpc
 from ldp_client.errors import (
+    AccessDeniedError,
     BudgetExceededError,
     CampaignClosedError,
+    CampaignMismatchError,
     CampaignNotFoundError,
     DomainError,
     InvalidParameterError,
+    LdpError,
     StateFileError,
 )
 from ldp_client.params import (
@@ -41,8 +45,11 @@ from ldp_client.params import (
     RapporParams,
 )
 from ldp_client.reporter import (
+    Discard,
     Reporter,
     ReporterClosedError,
+    ReportsLostError,
+    _parse_batch_name,
     _parse_segment_header,
     _read_records,
     _record,
@@ -78,11 +85,17 @@ class FakeCollector(services_pb2_grpc.CollectorServicer):
         self.get_gate = threading.Event()
         self.get_gate.set()
         self.metadata: list[tuple[str, str]] = []
+        self.get_code: grpc.StatusCode | None = None
+        self.get_attempts = 0
 
     def GetCampaign(self, request: Any, context: Any) -> campaign_pb2.Campaign:
         with self.lock:
             self.metadata.extend((m.key, m.value) for m in context.invocation_metadata())
+            self.get_attempts += 1
+            get_code = self.get_code
         self.get_gate.wait(30)
+        if get_code is not None:
+            context.abort(get_code, "told to fail")
         if request.campaign_id != self.campaign.id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no campaign {request.campaign_id!r}")
         return self.campaign
@@ -191,7 +204,9 @@ def make_reporter(tmp_path: Path) -> Iterator[Callable[..., Reporter]]:
 
     yield make
     for r in reporters:
-        r.close(timeout=0)
+        # A reporter that lost values or stopped raises on close (tests check that where it matters).
+        with contextlib.suppress(LdpError):
+            r.close(timeout=0)
 
 
 def running(r: Reporter) -> Reporter:
@@ -204,7 +219,7 @@ def batch_files(r: Reporter) -> list[Path]:
 
 
 def batch_id_of(path: Path) -> str:
-    return path.name[21 : -len(".batch")]
+    return _parse_batch_name(path.name)[0]
 
 
 # ------------------------------------------------------------------------------------------ batching
@@ -330,7 +345,8 @@ def test_closed_campaign_on_submit_stops_the_reporter(make_server: Any, make_rep
     with pytest.raises(CampaignClosedError):
         r.report("a")
     assert len(server.servicer.attempts) == 1
-    assert r.stats().state == "stopped" and r.stats().rejected_batches == 1
+    wait_for(lambda: r.stats().rejected_batches == 1)  # the stop is recorded first, then the batch moved
+    assert r.stats().state == "stopped"
 
 
 # ------------------------------------------------------------------------------------ campaign check
@@ -414,9 +430,12 @@ def test_close_before_the_campaign_is_known_discards_raw_values(make_server: Any
     r = make_reporter(server.target)
     for label in "abc":
         r.report(label)
-    assert r.close(timeout=0.2) is False
+    with pytest.raises(ReportsLostError, match="lost 3 values or reports \\(3 stopped\\)") as info:
+        r.close(timeout=0.2)
+    assert info.value.counts["stopped"] == 3
     s = r.stats()
     assert (s.state, s.reported, s.discarded, s.encoded, s.journaled) == ("closed", 3, 3, 0, 0)
+    assert s.lost_reports == 3
     assert sorted(p.name for p in r.outbox_dir.iterdir()) == ["lock", "rejected"]
 
 
@@ -680,3 +699,245 @@ def test_invalid_arguments(tmp_path: Path, kwargs: dict[str, Any], field: str) -
     with pytest.raises(InvalidParameterError) as info:
         Reporter("127.0.0.1:1", cid, **args)
     assert info.value.field == field
+
+
+# ------------------------------------------------------- issue 13 item 10: pinning, losses, permanent errors
+
+
+def _campaign_json(params: MechanismParams, path: Path, *, export: bool = False) -> Path:
+    from google.protobuf.json_format import MessageToDict
+
+    doc: Any = MessageToDict(campaign(params), preserving_proto_field_name=True)
+    if export:  # the document of `ldp-aggregator campaign export ID --json`
+        doc = {"format": "ldp-export/1", "campaign": doc, "n_reports": 0}
+    import json
+
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("source", ["info", "json", "export-json", "toml", "protobuf"])
+def test_pinned_campaign_encodes_and_journals_before_the_server_answers(
+    make_server: Any, make_reporter: Any, tmp_path: Path, source: str
+) -> None:
+    server = make_server()
+    server.servicer.get_gate.clear()  # GetCampaign does not answer yet
+    pin: Any
+    if source == "info":
+        pin = wire.CampaignInfo(campaign_id=CID, params=GRR)
+    elif source in ("json", "export-json"):
+        pin = _campaign_json(GRR, tmp_path / "c.json", export=source == "export-json")
+    elif source == "toml":
+        pin = tmp_path / "campaign.toml"
+        pin.write_text(
+            'mechanism = "grr"\ndomain = ["a", "b", "c", "d"]\n[params]\ntruth_probability = 0.5\n',
+            encoding="utf-8",
+        )
+    else:
+        pin = tmp_path / "c.pb"
+        pin.write_bytes(campaign(GRR).SerializeToString())
+    r = make_reporter(server.target, campaign=pin, batch_size=4)
+    with pytest.raises(DomainError):
+        r.report("z")  # known at once: refused synchronously, never queued raw
+    for i in range(10):
+        r.report(LABELS[i % 4])
+    wait_for(lambda: r.stats().journaled == 10)
+    s = r.stats()
+    assert (s.state, s.parameters_from, s.encoded, s.sealed_batches) == ("starting", "pinned", 10, 2)
+    assert server.servicer.attempts == []  # nothing is sent before the server confirms the campaign
+    server.servicer.get_gate.set()
+    assert r.flush(timeout=10)
+    assert server.servicer.counts() == [2, 4, 4]
+    assert r.stats().state == "running" and r.stats().lost_reports == 0
+    assert r.close() is True
+
+
+def test_pinned_values_survive_a_server_that_never_answers(make_server: Any, tmp_path: Path) -> None:
+    """The README failure: values reported while the campaign is unknown were lost with exit 0."""
+    server = make_server()
+    server.servicer.get_gate.clear()
+    state = tmp_path / "state"
+    pin = wire.CampaignInfo(campaign_id=CID, params=GRR)
+    r = Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, campaign=pin, **FAST)
+    for i in range(25):
+        r.report(LABELS[i % 4])
+    assert r.close(timeout=0.3) is False  # nothing lost (no raise): sealed in the outbox
+    assert r.stats().lost_reports == 0
+    assert sum(reports_pb2.ReportBatch.FromString(p.read_bytes()).count for p in batch_files(r)) == 25
+    server.servicer.get_gate.set()
+    with Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, **FAST) as r2:
+        assert r2.flush(timeout=10)
+    assert server.servicer.counts() == [25]
+
+
+def test_the_last_fetched_campaign_is_cached_and_used_at_once(make_server: Any, tmp_path: Path) -> None:
+    server = make_server()
+    state = tmp_path / "state"
+    with Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, **FAST) as r:
+        r.report("a")
+        assert r.flush(timeout=10)
+        assert r.stats().parameters_from == "server"
+        cache = r.outbox_dir / "campaign.pb"
+    assert wire.campaign_from_proto(campaign_pb2.Campaign.FromString(cache.read_bytes())).params == GRR
+    server.servicer.get_gate.clear()
+    r2 = Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, **FAST)
+    r2.report("b")  # encoded at once with the cached parameters
+    wait_for(lambda: r2.stats().journaled == 1)
+    assert r2.stats().parameters_from == "cached"
+    server.servicer.get_gate.set()
+    assert r2.flush(timeout=10) and r2.close() is True
+    assert server.servicer.counts() == [1, 1]
+    # Opting out: values wait raw for the server, as before.
+    server.servicer.get_gate.clear()
+    r3 = Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, use_cached_campaign=False, **FAST)
+    r3.report("c")
+    assert r3.stats().encoded == 0 and r3.stats().parameters_from is None
+    server.servicer.get_gate.set()
+    assert r3.flush(timeout=10) and r3.close() is True
+
+
+def test_a_pin_the_server_contradicts_is_never_sent(make_server: Any, tmp_path: Path) -> None:
+    server = make_server()  # GRR with truth_probability 0.5
+    server.servicer.get_gate.clear()
+    other = GRRParams(domain=Domain.of(LABELS), truth_probability=0.6)  # same shape, other epsilon
+    state = tmp_path / "state"
+    pin = wire.CampaignInfo(campaign_id=CID, params=other)
+    r = Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, campaign=pin, batch_size=4, **FAST)
+    for i in range(6):
+        r.report(LABELS[i % 4])
+    wait_for(lambda: r.stats().journaled == 6)
+    server.servicer.get_gate.set()
+    wait_for(lambda: r.stats().state == "stopped")
+    with pytest.raises(CampaignMismatchError):
+        r.report("a")
+    wait_for(lambda: r.stats().rejected_reports == 6)  # the stop is recorded first, then the batches moved
+    s = r.stats()
+    assert (s.rejected_reports, s.lost_reports, s.pending_reports) == (6, 6, 0)
+    assert server.servicer.attempts == []
+    with pytest.raises(ReportsLostError, match="6 mismatch") as info:
+        r.close(timeout=1)
+    assert isinstance(info.value.__cause__, CampaignMismatchError)
+    # The cache now holds the server's campaign: the next start encodes with the right parameters.
+    with Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, **FAST) as r2:
+        assert r2.stats().parameters_from == "cached"
+        r2.report("a")
+        assert r2.flush(timeout=10)
+    assert server.servicer.counts() == [1]
+
+
+def test_a_pinned_campaign_over_budget_is_refused_at_once(tmp_path: Path) -> None:
+    pin = wire.CampaignInfo(campaign_id=CID, params=RR)  # epsilon ln 3
+    with pytest.raises(BudgetExceededError, match=r"max_epsilon=1\.0"):
+        Reporter("127.0.0.1:1", CID, max_epsilon=1.0, state_dir=tmp_path, campaign=pin)
+    with pytest.raises(InvalidParameterError, match="the campaign 'campaign-1'"):
+        other = wire.CampaignInfo(campaign_id="other", params=RR)
+        Reporter("127.0.0.1:1", CID, max_epsilon=2.0, state_dir=tmp_path, campaign=other)
+    with pytest.raises(InvalidParameterError, match="readable campaign file"):
+        Reporter("127.0.0.1:1", CID, max_epsilon=2.0, state_dir=tmp_path, campaign=tmp_path / "missing.json")
+    # Nothing was left locked.
+    Reporter("127.0.0.1:1", CID, max_epsilon=2.0, state_dir=tmp_path).close(timeout=0)
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED])
+def test_refused_credentials_on_get_campaign_stop_at_once(
+    make_server: Any, make_reporter: Any, code: grpc.StatusCode
+) -> None:
+    server = make_server()
+    server.servicer.get_code = code
+    server.servicer.get_gate.clear()
+    r = make_reporter(server.target)
+    for i in range(2000):
+        r.report(LABELS[i % 4])
+    server.servicer.get_gate.set()
+    wait_for(lambda: r.stats().state == "stopped")
+    time.sleep(0.2)  # several retry delays (FAST): no second attempt
+    assert server.servicer.get_attempts == 1
+    with pytest.raises(AccessDeniedError, match=code.name):
+        r.report("a")
+    assert code.name in str(r.stats().last_error)
+    with pytest.raises(ReportsLostError, match="2000 stopped") as info:
+        r.close(timeout=1)
+    assert isinstance(info.value.__cause__, AccessDeniedError)
+
+
+def test_refused_credentials_keep_pinned_reports_for_the_next_run(make_server: Any, tmp_path: Path) -> None:
+    server = make_server()
+    server.servicer.get_code = grpc.StatusCode.PERMISSION_DENIED
+    state = tmp_path / "state"
+    pin = wire.CampaignInfo(campaign_id=CID, params=GRR)
+    r = Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, campaign=pin, **FAST)
+    for i in range(30):
+        r.report(LABELS[i % 4])
+    wait_for(lambda: r.stats().state == "stopped")
+    with pytest.raises(AccessDeniedError):  # nothing lost: the stop itself is raised
+        r.close(timeout=1)
+    assert r.stats().lost_reports == 0
+    server.servicer.get_code = None  # a reporter with valid credentials sends them
+    with Reporter(server.target, CID, max_epsilon=2.0, state_dir=state, **FAST) as r2:
+        assert r2.flush(timeout=10)
+    assert sum(server.servicer.counts()) == 30
+
+
+def test_refused_credentials_on_submit_stop_and_keep_the_batch(make_server: Any, make_reporter: Any) -> None:
+    server = make_server()
+    r = running(make_reporter(server.target))
+    server.servicer.submit_code = grpc.StatusCode.PERMISSION_DENIED
+    r.report("a")
+    assert not r.flush(timeout=10)
+    assert r.stats().state == "stopped" and len(server.servicer.attempts) == 1
+    with pytest.raises(AccessDeniedError):
+        r.report("b")
+    assert len(batch_files(r)) == 1 and r.stats().rejected_batches == 0  # kept, not rejected
+
+
+def test_on_discard_receives_every_loss_and_close_does_not_raise(
+    make_server: Any, make_reporter: Any
+) -> None:
+    server = make_server()
+    server.servicer.get_gate.clear()
+    events: list[Discard] = []
+    r = make_reporter(server.target, max_pending=3, on_discard=events.append)
+    for label in "abcde":
+        r.report(label)  # 3 wait raw, 2 overflow
+    assert r.close(timeout=0.2) is False  # the callback was given: no ReportsLostError
+    assert [(e.reason, e.count) for e in events] == [("overflow", 1), ("overflow", 1), ("stopped", 3)]
+    assert r.stats().lost_reports == 5
+
+
+def test_rejected_batches_are_losses_too(make_server: Any, make_reporter: Any) -> None:
+    server = make_server()
+    server.servicer.submit_code = grpc.StatusCode.INVALID_ARGUMENT
+    r = running(make_reporter(server.target))
+    r.report("a")
+    assert r.flush(timeout=10)
+    with pytest.raises(ReportsLostError, match="1 rejected"):
+        r.close()
+
+
+APP = r"""
+import sys
+from ldp_client.reporter import Reporter
+with Reporter(sys.argv[1], "campaign-1", max_epsilon=2.0, state_dir=sys.argv[2],
+              initial_retry_delay_s=0.01, max_retry_delay_s=0.05) as r:
+    for i in range(2000):
+        r.report("abcd"[i % 4])
+print("the app finished", flush=True)
+"""
+
+
+def test_an_app_with_a_wrong_role_token_exits_non_zero(make_server: Any, tmp_path: Path) -> None:
+    """The README snippet with a token the server refuses no longer ends silently with exit 0."""
+    server = make_server()
+    server.servicer.get_code = grpc.StatusCode.PERMISSION_DENIED
+    proc = subprocess.run(
+        [sys.executable, "-c", APP, server.target, str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "the app finished" not in proc.stdout
+    assert "PERMISSION_DENIED" in proc.stderr and "lost 2000" in proc.stderr
+    assert server.servicer.get_attempts == 1

@@ -51,7 +51,7 @@ PARAMS: dict[str, MechanismParams] = {
     "rappor-k1": RapporParams(k=1, h=1, m=1),
     "rappor-k12": RapporParams(k=12, h=2, m=5, f=0.25, p=0.375, q=0.8),
     "rappor-k16": RapporParams(k=16, h=3, m=64),
-    "rappor-k4096": RapporParams(k=4096, h=16, m=65536, f=0.0, p=0.1, q=0.9),
+    "rappor-k4096": RapporParams(k=4096, h=16, m=65536, f=0.0, p=0.1, q=0.9, allow_f_zero=True),
     "basic-int": BasicRapporParams(domain=Domain.of(10), f=0.5, p=0.25, q=0.75),
     "basic-labels": BasicRapporParams(domain=Domain.of(LABELS)),
     "basic-d16": BasicRapporParams(domain=Domain.of(16)),

@@ -158,13 +158,17 @@ class RapporParams(google.protobuf.message.Message):
     k: builtins.int
     """Bloom filter size in bits, 1 <= k <= 4096. A packed report is ceil(k/8) bytes."""
     h: builtins.int
-    """Number of hash functions, 1 <= h <= 16."""
+    """Number of hash functions, 1 <= h <= min(16, k)."""
     m: builtins.int
     """Number of cohorts, 1 <= m <= 65536; cohorts are 0..m-1."""
     f: builtins.float
-    """PRR: each Bloom bit is replaced by a fair coin with probability f, 0 <= f < 1."""
+    """PRR: each Bloom bit is replaced by a fair coin with probability f, 0 <= f < 1. Recommended: f = 0.5
+    (the RAPPOR paper's standard; f = 0.25 for less noise). An unset f means f = 0: no permanent randomized
+    response, so repeated reports of one value reveal it (epsilon_inf = +inf); the Python client refuses
+    to create such parameters unless explicitly opted in. Always set f.
+    """
     p: builtins.float
-    """IRR: P(reported bit = 1 | PRR bit = 0); p < q."""
+    """IRR: P(reported bit = 1 | PRR bit = 0); p < q. Recommended with f = 0.5: p = 0.5, q = 0.75."""
     q: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 1); p < q."""
     def __init__(
@@ -194,7 +198,9 @@ class BasicRapporParams(google.protobuf.message.Message):
     P_FIELD_NUMBER: builtins.int
     Q_FIELD_NUMBER: builtins.int
     f: builtins.float
-    """PRR randomization probability, 0 <= f < 1."""
+    """PRR randomization probability, 0 <= f < 1; as RapporParams.f (recommended 0.5 or 0.25; unset means
+    f = 0, epsilon_inf = +inf).
+    """
     p: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 0); p < q."""
     q: builtins.float
@@ -228,7 +234,9 @@ class BooleanRapporParams(google.protobuf.message.Message):
     P_FIELD_NUMBER: builtins.int
     Q_FIELD_NUMBER: builtins.int
     f: builtins.float
-    """PRR randomization probability, 0 <= f < 1."""
+    """PRR randomization probability, 0 <= f < 1; as RapporParams.f (recommended 0.5 or 0.25; unset means
+    f = 0, epsilon_inf = +inf).
+    """
     p: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 0); p < q."""
     q: builtins.float
