@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 #: About how many characters of an echoed value an error message shows.
-MAX_SHOWN_CHARS: Final = 64
+MAX_SHOWN_CHARS: Final = 256
+"""Long enough for any valid id (128 code points) and a typical file path; short enough for any message."""
 
 
 def shown(value: object) -> str:
