@@ -219,6 +219,8 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
             for it in msg.items
         ],
     }
+    if msg.note:  # why items is empty where they would be expected (e.g. RAPPOR without candidates)
+        out["note"] = msg.note
     if msg.HasField("rappor_bits"):
         b = msg.rappor_bits
         out["rappor_bits"] = {

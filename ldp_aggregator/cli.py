@@ -150,7 +150,12 @@ def _root(
 def _channel(server: str) -> grpc.Channel:
     _client.server = server
     creds = _client.credentials()
-    return grpc.secure_channel(server, creds) if creds is not None else grpc.insecure_channel(server)
+    # Exports and decodes of large campaigns exceed gRPC's default 4 MiB receive limit; the server caps
+    # its answers (max_message_bytes plus the accumulator limit), so the client accepts up to 1 GiB.
+    options = [("grpc.max_receive_message_length", 1 << 30)]
+    if creds is not None:
+        return grpc.secure_channel(server, creds, options=options)
+    return grpc.insecure_channel(server, options=options)
 
 
 def _analyst(server: str) -> services_pb2_grpc.AnalystStub:
@@ -374,7 +379,7 @@ def _print_campaign(c: campaign_pb2.Campaign, *, as_json: bool = False) -> None:
 
 @campaign_app.command("create")
 def campaign_create(
-    campaign_id: Annotated[str, typer.Argument(help="Campaign id (1-128 characters).")],
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id (1 to 128 Unicode code points).")],
     mechanism: Annotated[
         str | None,
         typer.Option(
@@ -512,7 +517,9 @@ def print_estimate(msg: estimates_pb2.EstimateResponse, *, truth: dict[str, int]
             row += [f"{t:,}", "yes" if it.ci_low <= t <= it.ci_high else "[red]no[/red]"]
         table.add_row(*row)
     out.print(table)
-    if msg.HasField("rappor_bits") and not msg.items:
+    if msg.note:
+        out.print(Text(f"({msg.note})"))
+    elif msg.HasField("rappor_bits") and not msg.items:
         out.print(
             f"(bit-level estimates only: {msg.rappor_bits.m} cohorts x {msg.rappor_bits.k} bits; "
             "give candidates for per-string estimates)"
@@ -579,13 +586,19 @@ def estimate_cmd(
     cands = _read_lines(candidates) if candidates is not None else []
     if population_size is not None and population_size < 1:
         raise _fail(f"--population-size={population_size}: allowed an integer >= 1")
-    msg = answer(
-        db,
-        lambda agg: estimate_to_proto(
+
+    def from_db(agg: Any) -> estimates_pb2.EstimateResponse:  # an ldp_aggregator.service.Aggregator
+        msg = estimate_to_proto(
             agg.estimate(
                 campaign_id, candidates=cands, confidence=confidence, population_size=population_size
             )
-        ),
+        )
+        msg.note = agg.estimate_note(campaign_id, cands)  # as the server's GetEstimate says it
+        return msg
+
+    msg = answer(
+        db,
+        from_db,
         lambda: _rpc(
             _analyst(server).GetEstimate,
             estimates_pb2.EstimateRequest(

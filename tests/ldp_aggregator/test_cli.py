@@ -328,3 +328,20 @@ def test_usage_errors_are_one_line_too(argv: list[str], needles: list[str]) -> N
     assert result.exit_code == 2
     for needle in needles:
         assert needle in line, (needle, line)
+
+
+def test_estimate_says_why_rappor_items_are_empty(running: Running, tmp_path: Path) -> None:
+    # Issue 13 item 17: GetEstimate on a RAPPOR campaign without candidates answered empty items and no
+    # explanation; the CLI shows the server's note, from the server and from the database file alike.
+    server = running.server.target
+    toml = tmp_path / "words.toml"
+    toml.write_text('mechanism = "rappor"\n[params]\nk = 16\nh = 2\nm = 2\n', encoding="utf-8")
+    assert _invoke("campaign", "create", "words", "--from-file", str(toml), "--server", server).exit_code == 0
+    db = str(running.server.config.db)
+    for where in (["--server", server], ["--db", db]):
+        result = _invoke("estimate", "words", *where)
+        assert result.exit_code == 0, result.output
+        assert "no candidate strings" in _flat(result.output) and "DecodeRappor" in _flat(result.output)
+        result = _invoke("estimate", "words", "--json", *where)
+        assert result.exit_code == 0, result.output
+        assert "no candidate strings" in _strict(result.stdout)["note"]
