@@ -29,6 +29,7 @@ import pytest
 from numpy.typing import NDArray
 
 from ldp_aggregator.accumulators import CountAccumulator, accumulator_from_bytes
+from ldp_aggregator.service import open_store
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import reports_pb2, services_pb2, services_pb2_grpc
 from ldp_client.params import GRRParams
@@ -343,3 +344,17 @@ def test_every_acknowledged_batch_was_fsynced_before_its_answer(tmp_path: Path) 
             " loss (synchronous=OFF or NORMAL?)"
         )
         previous = sent.entry
+
+
+def test_the_writer_connection_syncs_every_commit(tmp_path: Path) -> None:
+    """The same promise read from SQLite itself (runs where strace cannot): the connection that commits
+    batches is in WAL mode with synchronous=FULL (2) or EXTRA (3), the levels at which SQLite fsyncs the
+    WAL at every commit; NORMAL (1) syncs only at checkpoints and OFF (0) never."""
+    store = open_store(str(tmp_path / "ldp.sqlite3"))
+    try:
+        conn = store._writer_connection()
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] in (2, 3)
+        assert conn.execute("PRAGMA fullfsync").fetchone()[0] == 1  # macOS: flush the drive's cache too
+    finally:
+        store.close()
