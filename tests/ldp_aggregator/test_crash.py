@@ -164,7 +164,9 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
         assert acked, "no batch was acknowledged before the kill"
         proc, target = _start(db)
         counts_after_kill, n_batches_after_kill = stored_counts(target)
-        in_flight = [(w, attempted[w] - 1) for w in range(workers) if (w, attempted[w] - 1) not in acked]
+        # Each worker's last attempt is in flight unless it was acknowledged (a worker may not have started).
+        last = [(w, attempted[w] - 1) for w in range(workers) if attempted[w] > 0]
+        in_flight = [batch for batch in last if batch not in acked]
         with grpc.insecure_channel(target) as ch:
             stub = services_pb2_grpc.CollectorStub(ch)
             for w, i in acked:  # every acknowledged batch survived the kill
