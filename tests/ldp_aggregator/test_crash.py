@@ -137,8 +137,23 @@ def _create_campaign(target: str) -> None:
 
 def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
     db = tmp_path / "ldp.sqlite3"
+    started: list[subprocess.Popen[str]] = []
+    try:
+        proc = _kill_rounds(db, started)
+        assert _stop(proc, signal.SIGTERM) == 0  # graceful shutdown exits cleanly
+    finally:
+        for leftover in started:  # a failed check may leave a server running: do not leak it
+            if leftover.poll() is None:
+                leftover.kill()
+                leftover.wait()
+
+
+def _kill_rounds(db: Path, started: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
+    """Three rounds of load, SIGKILL, restart and checks; returns the server left running (every server
+    started is appended to ``started``)."""
     rng = np.random.default_rng(99)
     proc, target = _start(db)
+    started.append(proc)
     _create_campaign(target)
     workers = 3
     stored: list[tuple[int, int, int]] = []  # every batch of earlier rounds (all resent, so all stored)
@@ -163,6 +178,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
             t.join()
         assert acked, "no batch was acknowledged before the kill"
         proc, target = _start(db)
+        started.append(proc)
         counts_after_kill, n_batches_after_kill = stored_counts(target)
         # Each worker's last attempt is in flight unless it was acknowledged (a worker may not have started).
         last = [(w, attempted[w] - 1) for w in range(workers) if attempted[w] > 0]
@@ -188,7 +204,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
         counts, n_batches = stored_counts(target)
         np.testing.assert_array_equal(counts, expected_counts(stored))
         assert n_batches == len(stored)
-    assert _stop(proc, signal.SIGTERM) == 0  # graceful shutdown exits cleanly
+    return proc
 
 
 # ------------------------------------------------------------------------------------- fsync before the ack
