@@ -980,11 +980,6 @@ def test_the_maxima_cover_every_mechanism() -> None:
 #: Defects this sweep found that no change has fixed yet (issue 13, reported to the lead): strict, so the
 #: mark must go when they are fixed.
 _KNOWN_AT_MAXIMA: Final = {
-    **dict.fromkeys(
-        ("grr", "olh", "blh", "hr", "set-valued"),
-        "GetEstimate over a 2^24 domain with one report: INTERNAL (MemoryError at the 4 GiB cap; uncapped"
-        " ~50 s and ~7 GB, then INTERNAL)",
-    ),
     "multidim": "GetEstimate at the widest legal range: INTERNAL (OverflowError: the mean as a float)",
 }
 
