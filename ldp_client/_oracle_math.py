@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from ldp_client._prob import PROB_ONE
+from ldp_client._prob import PROB_ONE, largest_threshold, ratio_within_exp
 from ldp_client.privacy import log_ratio
 
 __all__ = [
@@ -75,17 +75,18 @@ def unary_epsilon(p: float, q: float) -> float:
 def grr_like_threshold(size: int, epsilon: float) -> int:
     """Largest threshold T with ln(T (size-1) / (2**32 - T)) <= epsilon: GRR's p = e^eps/(e^eps+size-1).
 
-    Used by GRR over the g buckets of local hashing. Returns 0 if no T > 2**32/size qualifies.
+    Decided exactly (:func:`ldp_client._prob.ratio_within_exp`); the float formula only gives the
+    starting point. Used by GRR over a domain and over the g buckets of local hashing. Returns 0 if no
+    T > 2**32/size qualifies.
     """
-    t = min(math.floor(PROB_ONE / (1.0 + (size - 1) * math.exp(-epsilon))), PROB_ONE - 1)
-    while t * size > PROB_ONE and _grr_eps(t, size) > epsilon:
-        t -= 1  # float rounding in the line above: step toward privacy until the check holds
-    return t if t * size > PROB_ONE else 0
-
-
-def _grr_eps(t: int, size: int) -> float:
-    p = t / PROB_ONE
-    return log_ratio(p * (size - 1), 1.0 - p)
+    # p = 1 / (1 + (size-1) e^-eps) avoids overflow for large eps.
+    estimate = math.floor(PROB_ONE / (1.0 + (size - 1) * math.exp(-epsilon)))
+    return largest_threshold(
+        lambda t: ratio_within_exp(t * (size - 1), PROB_ONE - t, epsilon),
+        estimate,
+        PROB_ONE // size + 1,
+        PROB_ONE - 1,
+    )
 
 
 # ------------------------------------------------------------------------------------------ local hashing
@@ -174,12 +175,15 @@ def ss_epsilon(p: float, d: int, k: int) -> float:
 def ss_threshold(d: int, k: int, epsilon: float) -> int:
     """Largest threshold T with ss_epsilon(T/2**32, d, k) <= epsilon and T/2**32 > k/d (0 if none).
 
-    The exact rate is p = k e^eps / (k e^eps + d - k); rounding it down rounds toward privacy.
+    The exact rate is p = k e^eps / (k e^eps + d - k); rounding it down rounds toward privacy, and the
+    comparison with epsilon is decided exactly (:func:`ldp_client._prob.ratio_within_exp`).
     """
-    t = min(math.floor(PROB_ONE / (1.0 + (d - k) / k * math.exp(-epsilon))), PROB_ONE - 1)
-    while t * d > k * PROB_ONE and ss_epsilon(t / PROB_ONE, d, k) > epsilon:
-        t -= 1
-    return t if t * d > k * PROB_ONE else 0
+    return largest_threshold(
+        lambda t: ratio_within_exp(t * (d - k), (PROB_ONE - t) * k, epsilon),
+        math.floor(PROB_ONE / (1.0 + (d - k) / k * math.exp(-epsilon))),
+        k * PROB_ONE // d + 1,
+        PROB_ONE - 1,
+    )
 
 
 def _ss_variance(d: int, k: int, epsilon: float, quantized: bool) -> float:

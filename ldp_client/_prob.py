@@ -5,11 +5,24 @@ for that value: a Bernoulli(T/2**32) bit is ``u < T`` for a uniform 32-bit ``u``
 independent Bernoulli(T/2**32) bits is built from uniform random words with the binary expansion of T
 (see :class:`BitVectorSampler`). Because the code samples with exactly ``T/2**32``, privacy guarantees
 are computed from that value, never from the float that was requested.
+
+Two rules turn numbers into thresholds (``docs/wire-protocol.md``, "Probabilities and thresholds", states
+them with test vectors):
+
+* a probability given directly (and every probability on the wire) becomes the integer nearest to
+  ``x * 2**32``, ties to even (:func:`quantize_probability`);
+* a mechanism built from epsilon takes the threshold nearest to its exact formula on the private side: the
+  largest (or, for a probability whose increase adds privacy, the smallest) T whose epsilon, computed
+  exactly, does not exceed the request (:func:`largest_threshold`, :func:`smallest_threshold`, with
+  :func:`ratio_within_exp` deciding each comparison exactly).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from decimal import Context, Decimal
+from fractions import Fraction
 
 from ldp_client.errors import InvalidParameterError
 
@@ -18,8 +31,11 @@ __all__ = [
     "PROB_ONE",
     "BitVectorSampler",
     "expansion_ops",
+    "largest_threshold",
     "quantize_probability",
+    "ratio_within_exp",
     "rounding_note",
+    "smallest_threshold",
     "threshold_to_probability",
 ]
 
@@ -30,13 +46,80 @@ PROB_ONE = 1 << PROB_BITS
 def quantize_probability(field: str, value: float, *, lo: float = 0.0, hi: float = 1.0) -> int:
     """Validate ``value`` in ``[lo, hi]`` and return the nearest threshold ``T`` with ``T/2**32 ≈ value``.
 
-    Dyadic inputs such as 0.5 or 0.75 are represented exactly; any other value moves by at most 2**-33.
+    ``T`` is the integer nearest to ``value * 2**32``, ties to even. The product is exact in binary64 (a
+    scaling by a power of two), so the rule is exact for every double: a tie happens only for an odd
+    multiple of 2**-33, e.g. 3 * 2**-33 gives 2 and 5 * 2**-33 gives 2 too. Dyadic inputs such as 0.5 or
+    0.75 are represented exactly; any other value moves by at most 2**-33.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidParameterError(field, value, f"a number in [{lo}, {hi}]")
     if not math.isfinite(value) or not lo <= value <= hi:
         raise InvalidParameterError(field, value, f"a finite number in [{lo}, {hi}]")
-    return round(value * PROB_ONE)
+    return round(value * PROB_ONE)  # Python's round: to nearest, ties to even
+
+
+# Below this distance from epsilon, a float64 log ratio may be on the wrong side (its error is ~1e-14).
+_FLOAT_MARGIN = 1e-12
+
+
+def ratio_within_exp(num: int, den: int, epsilon: float) -> bool:
+    """Whether ``num / den <= e**epsilon`` exactly, for positive integers and a finite ``epsilon``.
+
+    ``epsilon`` is taken as the exact value of its double. A float64 comparison decides unless the two
+    sides are within 1e-12 of each other; then ``e**epsilon`` is bracketed with decimal arithmetic (whose
+    ``exp`` is correctly rounded) at increasing precision until the bracket excludes ``num / den`` (e to
+    a nonzero rational power is irrational, so this ends; epsilon = 0 is compared directly).
+    """
+    if num <= 0 or den <= 0:
+        raise InvalidParameterError("ratio", f"{num}/{den}", "positive integers")
+    approx = math.log(num) - math.log(den)
+    margin = _FLOAT_MARGIN * (1.0 + abs(epsilon))
+    if approx < epsilon - margin:
+        return True
+    if approx > epsilon + margin:
+        return False
+    if epsilon == 0.0:
+        return num <= den  # e**0 = 1 is the one rational value e**epsilon takes
+    ratio = Fraction(num, den)
+    exponent = Decimal(epsilon)  # exact: every double is a finite decimal
+    digits = 50
+    while True:
+        value = Context(prec=digits).exp(exponent)  # within half a unit of its last digit
+        center = Fraction(value)
+        ulp = Fraction(10) ** (value.adjusted() - digits + 1)  # exact: no decimal context rounds here
+        if ratio < center - ulp:
+            return True
+        if ratio > center + ulp:
+            return False
+        digits *= 2
+
+
+def largest_threshold(within: Callable[[int], bool], estimate: int, lo: int, hi: int) -> int:
+    """The largest T in ``[lo, hi]`` with ``within(T)``, for a ``within`` true up to some T and false
+    above it; 0 if even ``lo`` fails. ``estimate`` (e.g. the floor of the float formula) is where the
+    search starts: it is off by a step or two at most, so a few exact checks settle it.
+    """
+    if lo > hi or not within(lo):
+        return 0
+    t = min(max(estimate, lo), hi)
+    while not within(t):
+        t -= 1
+    while t < hi and within(t + 1):
+        t += 1
+    return t
+
+
+def smallest_threshold(within: Callable[[int], bool], estimate: int, lo: int, hi: int) -> int:
+    """The smallest T in ``[lo, hi]`` with ``within(T)``, for a ``within`` false below some T and true
+    from it on (a probability whose increase adds privacy); 0 if even ``hi`` fails."""
+    if lo > hi or not within(hi):
+        return 0
+    t = min(max(estimate, lo), hi)
+    while not within(t):
+        t += 1
+    while t > lo and within(t - 1):
+        t -= 1
+    return t
 
 
 def rounding_note(field: str, value: object, threshold: int) -> str:

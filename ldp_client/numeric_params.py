@@ -77,7 +77,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
-from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
+from ldp_client._prob import (
+    PROB_ONE,
+    largest_threshold,
+    quantize_probability,
+    ratio_within_exp,
+    rounding_note,
+    smallest_threshold,
+    threshold_to_probability,
+)
 from ldp_client.errors import DomainError, InvalidParameterError, PrivacyQuantizationWarning
 
 if TYPE_CHECKING:
@@ -342,9 +350,15 @@ class _Range:
 
 
 def _duchi_threshold(eps: float, requested: object) -> int:
-    """L = ceil(2**32 / (e^eps + 1)) (at least 1): P(1 | lo) rounded up, so ln((2**32-L)/L) <= eps."""
-    t = max(1, math.ceil(_TWO32 / (math.exp(eps) + 1.0))) if eps < 700 else 1
-    if t >= _TWO32 // 2:
+    """L = ceil(2**32 / (e^eps + 1)): P(1 | lo) rounded up, i.e. the smallest L with ln((2**32-L)/L) <=
+    eps, decided exactly."""
+    t = smallest_threshold(
+        lambda low: ratio_within_exp(_TWO32 - low, low, eps),
+        math.ceil(_TWO32 / (math.exp(min(eps, 700.0)) + 1.0)),
+        1,
+        _TWO32 // 2 - 1,
+    )
+    if t == 0:
         raise InvalidParameterError("epsilon", requested, "a value large enough for 32-bit probabilities")
     return t
 
@@ -453,10 +467,16 @@ class SRParams(_Range):
     def from_epsilon(
         cls, lo: float, hi: float, epsilon: float, *, out_of_range: OutOfRange = "clamp"
     ) -> SRParams:
-        """T = floor(2**32 e^eps / (e^eps + 1)), rounded toward privacy."""
+        """T = floor(2**32 e^eps / (e^eps + 1)), rounded toward privacy: the largest T with
+        ln(T / (2**32 - T)) <= eps, decided exactly."""
         eps = _check_epsilon(epsilon)
-        t = min(math.floor(_TWO32 / (1.0 + math.exp(-eps))), _TWO32 - 1)
-        if t <= _TWO32 // 2:
+        t = largest_threshold(
+            lambda x: ratio_within_exp(x, _TWO32 - x, eps),
+            math.floor(_TWO32 / (1.0 + math.exp(-eps))),
+            _TWO32 // 2 + 1,
+            _TWO32 - 1,
+        )
+        if t == 0:
             raise InvalidParameterError("epsilon", epsilon, "a value large enough for 32-bit probabilities")
         params = cls(lo=lo, hi=hi, truth_probability=threshold_to_probability(t), out_of_range=out_of_range)
         _report_quantization(eps, params.epsilon)
@@ -572,15 +592,21 @@ def piecewise_design(epsilon: float, cells: int) -> tuple[int, int]:
 
     M = round(G / (e^(eps/2) + 1)) (the paper's high-probability interval, of length C - 1 out of 2C
     with C = (e^(eps/2)+1)/(e^(eps/2)-1)), and T = floor(2**32 P) for the P that makes the ratio
-    P (G-M) / ((1-P) M) exactly e^eps, so the effective epsilon never exceeds the request.
+    P (G-M) / ((1-P) M) exactly e^eps, so the effective epsilon never exceeds the request: the largest T
+    with T (G-M) / ((2**32 - T) M) <= e^eps, decided exactly.
     """
     eps = _check_epsilon(epsilon)
     g = _check_int("cells", cells, 2, MAX_CODES - 1)
     half = math.exp(min(eps / 2.0, 700.0))
     m = min(max(1, round(g / (half + 1.0))), g - 1)
     # P / (1 - P) = e^eps M / (G - M), computed as 1 / (1 + (G - M) e^-eps / M) to avoid overflow.
-    t = min(math.floor(_TWO32 / (1.0 + (g - m) * math.exp(-eps) / m)), _TWO32 - 1)
-    if not t * (g - m) > (_TWO32 - t) * m:
+    t = largest_threshold(
+        lambda x: ratio_within_exp(x * (g - m), (_TWO32 - x) * m, eps),
+        math.floor(_TWO32 / (1.0 + (g - m) * math.exp(-eps) / m)),
+        1,
+        _TWO32 - 1,
+    )
+    if t == 0 or not t * (g - m) > (_TWO32 - t) * m:
         raise InvalidParameterError("epsilon", epsilon, f"a value representable with cells={g}")
     return m, t
 

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ldp_client import _oracle_math, privacy
-from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
+from ldp_client._prob import (
+    PROB_ONE,
+    largest_threshold,
+    quantize_probability,
+    ratio_within_exp,
+    rounding_note,
+    smallest_threshold,
+    threshold_to_probability,
+)
 from ldp_client.errors import DomainError, InvalidParameterError, PrivacyQuantizationWarning
 from ldp_client.numeric_params import (  # issue 6: numeric mechanisms (own module)
     NUMERIC_PARAM_CLASSES,
@@ -206,10 +214,15 @@ class BinaryRRParams:
 
     @classmethod
     def from_epsilon(cls, epsilon: float) -> BinaryRRParams:
-        """Warner's RR at ``epsilon``: truthful w.p. e^eps/(1+e^eps), rounded toward privacy."""
+        """Warner's RR at ``epsilon``: truthful w.p. tanh(eps/2), rounded toward privacy (the largest
+        threshold A with ln((2**32 + A) / (2**32 - A)) <= eps, decided exactly)."""
         eps = _check_epsilon(epsilon)
-        a = math.floor(math.tanh(eps / 2.0) * PROB_ONE)
-        a = min(a, PROB_ONE - 1)
+        a = largest_threshold(
+            lambda t: ratio_within_exp(PROB_ONE + t, PROB_ONE - t, eps),
+            math.floor(math.tanh(eps / 2.0) * PROB_ONE),
+            1,
+            PROB_ONE - 1,
+        )
         if a == 0:
             raise InvalidParameterError("epsilon", epsilon, "a value whose truth probability exceeds 2**-32")
         params = cls(truth_probability=threshold_to_probability(a), yes_probability=0.5)
@@ -266,13 +279,13 @@ class GRRParams:
 
     @classmethod
     def from_epsilon(cls, domain: int | Sequence[str] | Domain, epsilon: float) -> GRRParams:
-        """GRR at ``epsilon``: p = e^eps/(e^eps + d - 1), rounded down to a multiple of 2**-32."""
+        """GRR at ``epsilon``: p = e^eps/(e^eps + d - 1), rounded toward privacy (the largest threshold
+        T with ln(T (d-1) / (2**32 - T)) <= eps, decided exactly)."""
         eps = _check_epsilon(epsilon)
         dom = Domain.of(domain)
         d = dom.size
-        # p = 1 / (1 + (d-1) e^-eps) avoids overflow for large eps.
-        t = min(math.floor(PROB_ONE / (1.0 + (d - 1) * math.exp(-eps))), PROB_ONE - 1)
-        if t * d <= PROB_ONE:
+        t = _oracle_math.grr_like_threshold(d, eps)
+        if t == 0:
             raise InvalidParameterError(
                 "epsilon", epsilon, f"a value large enough to be represented at d={d}"
             )
@@ -655,10 +668,14 @@ class OUEParams(_UnaryEncoding):
         (a larger q is more private: epsilon = ln((1-q)/q))."""
         eps = _check_epsilon(epsilon)
         dom = Domain.of(domain)
-        qt = max(1, math.ceil(PROB_ONE / (math.exp(min(eps, 700.0)) + 1.0)))
-        while qt < PROB_ONE // 2 and _oracle_math.unary_epsilon(0.5, qt / PROB_ONE) > eps:
-            qt += 1
-        if qt >= PROB_ONE // 2:
+        # The smallest Q with ln((2**32 - Q) / Q) <= eps, decided exactly.
+        qt = smallest_threshold(
+            lambda q: ratio_within_exp(PROB_ONE - q, q, eps),
+            math.ceil(PROB_ONE / (math.exp(min(eps, 700.0)) + 1.0)),
+            1,
+            PROB_ONE // 2 - 1,
+        )
+        if qt == 0:
             raise InvalidParameterError("epsilon", epsilon, "a value large enough to be represented")
         params = cls(domain=dom, p=0.5, q=threshold_to_probability(qt))
         _report_quantization(eps, params.epsilon)
@@ -676,13 +693,17 @@ class SUEParams(_UnaryEncoding):
 
     @classmethod
     def from_epsilon(cls, domain: int | Sequence[str] | Domain, epsilon: float) -> SUEParams:
-        """SUE at ``epsilon``: p rounded DOWN to a multiple of 2**-32 and q = 1 - p exactly."""
+        """SUE at ``epsilon``: p rounded DOWN to a multiple of 2**-32 and q = 1 - p exactly: the largest P
+        with 2 ln(P / (2**32 - P)) <= eps, decided exactly."""
         eps = _check_epsilon(epsilon)
         dom = Domain.of(domain)
-        pt = min(math.floor(PROB_ONE / (1.0 + math.exp(-eps / 2.0))), PROB_ONE - 1)
-        while pt > PROB_ONE // 2 and _oracle_math.unary_epsilon(pt / PROB_ONE, 1.0 - pt / PROB_ONE) > eps:
-            pt -= 1
-        if pt <= PROB_ONE // 2:
+        pt = largest_threshold(
+            lambda t: ratio_within_exp(t * t, (PROB_ONE - t) ** 2, eps),
+            math.floor(PROB_ONE / (1.0 + math.exp(-eps / 2.0))),
+            PROB_ONE // 2 + 1,
+            PROB_ONE - 1,
+        )
+        if pt == 0:
             raise InvalidParameterError("epsilon", epsilon, "a value large enough to be represented")
         params = cls(domain=dom, p=threshold_to_probability(pt), q=threshold_to_probability(PROB_ONE - pt))
         _report_quantization(eps, params.epsilon)

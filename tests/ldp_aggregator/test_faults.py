@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from ldp_aggregator.accumulators import BitCountAccumulator
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.store import Store
 from ldp_client import wire
@@ -36,7 +38,15 @@ from ldp_client._proto.ldp.v1 import estimates_pb2, reports_pb2, services_pb2, s
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 from ldp_client.params import GRRParams, RapporParams
 from ldp_client.reporter import Reporter
-from tests.ldp_aggregator.test_crash import BATCH, _batch, _client, _start, _stop
+from tests.ldp_aggregator.test_crash import (
+    BATCH,
+    _batch,
+    _client,
+    _start,
+    _stop,
+    expected_counts,
+    stored_counts,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RAPPOR = RapporParams(k=128, h=2, m=16)
@@ -106,6 +116,9 @@ def test_sigterm_under_load_is_graceful_and_loses_nothing(tmp_path: Path) -> Non
         # Exactly the acknowledged batches: every one is there, and nothing else was committed (a graceful
         # stop answers every call it took; the calls it refused were never processed).
         assert _n_reports(target) == BATCH * len(acked)
+        counts, n_batches = stored_counts(target)
+        np.testing.assert_array_equal(counts, expected_counts((0, w, i) for w, i in acked))
+        assert n_batches == len(acked)
         with grpc.insecure_channel(target) as ch:
             stub = services_pb2_grpc.CollectorStub(ch)
             for w, i in acked[:50]:
@@ -118,7 +131,7 @@ def test_sigterm_under_load_is_graceful_and_loses_nothing(tmp_path: Path) -> Non
 
 
 def _rappor_batch(batch_id: str, n: int, campaign_id: str = "c") -> reports_pb2.ReportBatch:
-    rng = np.random.default_rng(abs(hash(batch_id)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(batch_id.encode()))  # the same batch for the same id, always
     cohorts, bits = encode_batch_rappor(
         RAPPOR,
         campaign_id=campaign_id,
@@ -147,7 +160,37 @@ def _fill_until_unavailable(
     raise AssertionError("the disk never filled up")
 
 
-def _check_full_disk_cycle(server: BackgroundServer, free_space: Callable[[], None]) -> None:
+def _expected_bit_counts(batch_ids: list[str], n: int) -> BitCountAccumulator:
+    """The RAPPOR accumulator of exactly these batches, summed here from the batches as sent."""
+    cohort_reports = np.zeros(RAPPOR.m, dtype=np.int64)
+    ones = np.zeros((RAPPOR.m, RAPPOR.k), dtype=np.int64)
+    for batch_id in batch_ids:
+        msg = _rappor_batch(batch_id, n)
+        cohorts = np.frombuffer(msg.rappor.cohorts, dtype="<u4").astype(np.intp)
+        rows = np.frombuffer(msg.rappor.bits, dtype=np.uint8).reshape(n, -1)
+        bits = np.unpackbits(rows, axis=1, bitorder="little")[:, : RAPPOR.k]
+        np.add.at(cohort_reports, cohorts, 1)
+        np.add.at(ones, cohorts, bits.astype(np.int64))
+    return BitCountAccumulator(cohort_reports, ones)
+
+
+def _check_on_disk(db: Path, acknowledged: list[str], n: int = 2000) -> None:
+    """What the database file holds, read after the server stopped: exactly the acknowledged batch ids, and
+    an accumulator equal to the sum of exactly those batches (not only a self-consistent count)."""
+    assert _integrity(db) == "ok"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        ids = [row[0] for row in conn.execute("SELECT batch_id FROM batches WHERE campaign_id = 'c'")]
+    assert sorted(ids) == sorted(acknowledged)
+    store = Store.open(db, decode_accumulator=_decode, zero_accumulator=_zero, read_only=True)
+    try:
+        assert store.accumulator("c") == _expected_bit_counts(acknowledged, n)
+        assert store.batch_count("c") == len(acknowledged)
+    finally:
+        store.close()
+
+
+def _check_full_disk_cycle(server: BackgroundServer, free_space: Callable[[], None]) -> list[str]:
+    """Fill the disk, check the refusal and the recovery; returns the acknowledged batch ids."""
     with grpc.insecure_channel(server.target) as ch:
         stub = services_pb2_grpc.CollectorStub(ch)
         _create(server.target, "c", RAPPOR)
@@ -155,7 +198,8 @@ def _check_full_disk_cycle(server: BackgroundServer, free_space: Callable[[], No
         assert acked, "nothing fit on the disk"
         assert "full" in message and "nothing was stored" in message and "retry" in message, message
         store = server.aggregator.store  # type: ignore[union-attr]
-        assert store.accumulator("c").n == 2000 * len(acked)  # the refused batch left no trace
+        # The refused batch left no trace: the committed state is exactly the acknowledged batches.
+        assert store.accumulator("c") == _expected_bit_counts(acked, 2000)
         assert not store.has_batch("c", refused)
         _wait_for(
             lambda: _collector_health(ch) == health_pb2.HealthCheckResponse.NOT_SERVING, 5, "NOT_SERVING"
@@ -170,6 +214,8 @@ def _check_full_disk_cycle(server: BackgroundServer, free_space: Callable[[], No
         assert _n_reports(server.target) == 2000 * (len(acked) + 1)
         for batch_id in acked[:5]:
             assert stub.Submit(_rappor_batch(batch_id, 2000), timeout=30).duplicate
+        assert store.accumulator("c") == _expected_bit_counts([*acked, refused], 2000)
+    return [*acked, refused]
 
 
 @pytest.fixture
@@ -195,18 +241,8 @@ def test_full_disk_gives_unavailable_then_recovers(small_tmpfs: Path) -> None:
     filler.write_bytes(b"\0" * (1 << 20))  # half the disk, to give back later
     db = small_tmpfs / "ldp.sqlite3"
     with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0", max_message_bytes=1 << 22)) as server:
-        _check_full_disk_cycle(server, filler.unlink)
-    assert _integrity(db) == "ok"
-    store = Store.open(
-        db, decode_accumulator=_decode, zero_accumulator=_zero, read_only=True
-    )  # what is on disk matches what was acknowledged
-    try:
-        assert (
-            store.accumulator("c").n % 2000 == 0
-            and store.batch_count("c") == store.accumulator("c").n // 2000
-        )
-    finally:
-        store.close()
+        acknowledged = _check_full_disk_cycle(server, filler.unlink)
+    _check_on_disk(db, acknowledged)
 
 
 def _decode(record: Any, blob: bytes) -> Any:
@@ -250,8 +286,8 @@ def test_database_size_limit_behaves_like_a_full_disk(
             if conn is not None:
                 conn.execute(f"PRAGMA max_page_count = {pages[0]}")
 
-        _check_full_disk_cycle(server, free)
-    assert _integrity(db) == "ok"
+        acknowledged = _check_full_disk_cycle(server, free)
+    _check_on_disk(db, acknowledged)
 
 
 # ---------------------------------------------------------------------------------------------- read-only

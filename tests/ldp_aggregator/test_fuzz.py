@@ -4,18 +4,28 @@ input with the right status code, and leaves stored state exactly as it was.
 Inputs: random bytes to every RPC (as the request, through a generic channel call), malformed
 ``ReportBatch`` / ``Report`` / ``Campaign`` / ``EstimateRequest`` messages (wrong lengths, out-of-range
 cohorts and values, set padding bits, zero or huge counts, wrong or unknown payload members, bad ids, NaN
-and infinite probabilities and confidences, huge repeated fields, unknown fields and enum values). Every
-case is malformed by construction, so none may change state. Hypothesis runs derandomized (a fixed
+and infinite probabilities and confidences, huge repeated fields, unknown fields and enum values), ids of
+1,000 to 1,000,000 characters in every id field of every RPC, and every mechanism at the largest
+parameters the proto allows (against a server process with a capped address space: a campaign too large
+for memory must be refused from its parameters, before allocating). Every malformed case is malformed by
+construction, so none may change state. Hypothesis runs derandomized (a fixed
 seed) with no example database, so the suite is deterministic; ``bench/soak_fuzz.py`` runs the same
 generators for 100,000+ inputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
+import signal
 import struct
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 import grpc
@@ -31,12 +41,39 @@ from ldp_aggregator.store import Store
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import (
     campaign_pb2,
+    decode_pb2,
     estimates_pb2,
     reports_pb2,
     services_pb2,
     services_pb2_grpc,
 )
-from ldp_client.params import BasicRapporParams, BinaryRRParams, BooleanRapporParams, GRRParams, RapporParams
+from ldp_client.mechanisms import (
+    BasicRapporEncoder,
+    BinaryRREncoder,
+    BooleanRapporEncoder,
+    GRREncoder,
+    RapporEncoder,
+    SetValuedEncoder,
+    oracle_encoder,
+)
+from ldp_client.mechanisms.numeric import numeric_encoder
+from ldp_client.mechanisms.paired import PairedEncoder
+from ldp_client.numeric_params import MultidimParams, NumericParams
+from ldp_client.params import (
+    BasicRapporParams,
+    BinaryRRParams,
+    BooleanRapporParams,
+    GRRParams,
+    HadamardParams,
+    OLHParams,
+    OUEParams,
+    PairedParams,
+    RapporParams,
+    SetValuedParams,
+    SubsetSelectionParams,
+    SUEParams,
+)
+from ldp_client.secret import ClientSecret
 
 OK = grpc.StatusCode.OK
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -640,3 +677,350 @@ def test_oversized_and_nan_inputs_and_the_server_is_still_alive(fuzz: FuzzServer
     assert fuzz.call("/ldp.v1.Analyst/GetEstimate", nan) == INVALID
     assert fuzz.snapshot() == before
     fuzz.alive()
+
+
+# ---------------------------------------------------------------------------------------- ids and maxima
+
+#: An error message may quote a client-supplied value only in part: a full echo of a long id makes the
+#: status too big for a default client (8 KiB of metadata), which then sees RESOURCE_EXHAUSTED, the code
+#: that tells a device to split its batch.
+MAX_DETAILS_CHARS: Final = 1000
+#: Lengths of the oversized ids (characters), up to what a 1 MiB message can carry.
+HUGE_ID_LENGTHS: Final = (1_000, 10_000, 100_000, 1_000_000)
+
+
+def _call_details(channel: grpc.Channel, method: str, payloads: list[bytes]) -> tuple[grpc.StatusCode, str]:
+    """Send raw request bytes (a list: the stream's batches for SubmitStream); the status and its message."""
+    try:
+        if method == "/ldp.v1.Collector/SubmitStream":
+            channel.stream_unary(method)(iter(payloads), timeout=60)
+        else:
+            channel.unary_unary(method)(payloads[0], timeout=60)
+    except grpc.RpcError as exc:
+        return exc.code(), exc.details() or ""
+    return OK, ""
+
+
+def huge_id_requests(big: str) -> list[tuple[str, str, bytes]]:
+    """(method, field, request bytes) for every id a request carries, set to ``big``."""
+
+    def batch(campaign_id: str, batch_id: str) -> bytes:
+        msg = reports_pb2.ReportBatch(
+            campaign_id=campaign_id, batch_id=batch_id, count=1, grr_indices=bytes(4)
+        )
+        return msg.SerializeToString()
+
+    def report(campaign_id: str, report_id: str) -> bytes:
+        return reports_pb2.Report(
+            campaign_id=campaign_id, report_id=report_id, grr_index=0
+        ).SerializeToString()
+
+    requests: list[tuple[str, str, bytes]] = [
+        ("/ldp.v1.Collector/Submit", "batch_id", batch("grr", big)),
+        ("/ldp.v1.Collector/Submit", "campaign_id", batch(big, "b")),
+        ("/ldp.v1.Collector/SubmitStream", "batch_id", batch("grr", big)),
+        ("/ldp.v1.Collector/SubmitReport", "report_id", report("grr", big)),
+        ("/ldp.v1.Collector/SubmitReport", "campaign_id", report(big, "r")),
+    ]
+    campaign = campaign_pb2.Campaign(id=big)
+    campaign.rr.truth_probability, campaign.rr.yes_probability = 0.5, 0.5
+    requests.append(
+        ("/ldp.v1.Analyst/CreateCampaign", "campaign.id",
+         services_pb2.CreateCampaignRequest(campaign=campaign).SerializeToString())
+    )  # fmt: skip
+    # Every other RPC whose request names a campaign (lookups, estimates, export, close, decoding).
+    for method, type_name in UNARY_METHODS:
+        message_class = _REQUEST_CLASSES.get(type_name)
+        if message_class is not None and "campaign_id" in message_class.DESCRIPTOR.fields_by_name:
+            requests.append((method, "campaign_id", message_class(campaign_id=big).SerializeToString()))
+    return requests
+
+
+_REQUEST_CLASSES: Final[dict[str, Any]] = {
+    cls.DESCRIPTOR.full_name: cls
+    for cls in (
+        services_pb2.GetCampaignRequest,
+        services_pb2.CloseCampaignRequest,
+        services_pb2.ExportCampaignRequest,
+        estimates_pb2.EstimateRequest,
+        decode_pb2.DecodeRapporRequest,
+        decode_pb2.AssociationRequest,
+    )
+}
+
+
+@pytest.mark.parametrize("length", HUGE_ID_LENGTHS)
+def test_ids_of_a_thousand_to_a_million_characters(fuzz: FuzzServer, length: int) -> None:
+    """Every id field of every RPC, far over its limit: a clear INVALID_ARGUMENT (or NOT_FOUND for a
+    campaign that cannot exist) whose message quotes the id only in part; nothing stored; still serving."""
+    before = fuzz.snapshot()
+    big = "i" * length
+    requests = huge_id_requests(big)
+    assert {m for m, _, _ in requests} >= {
+        m for m, _ in UNARY_METHODS if m.rpartition("/")[2] != "ListCampaigns"
+    }
+    for method, field, payload in requests:
+        code, details = _call_details(fuzz.channel, method, [payload])
+        where = f"{method} with a {length}-character {field}"
+        assert code in (INVALID, NOT_FOUND), f"{where}: {code.name} {details[:200]!r}"
+        assert len(details) <= MAX_DETAILS_CHARS, f"{where}: a {len(details)}-character message"
+        assert details and big not in details, f"{where}: {details[:200]!r}"
+    assert fuzz.snapshot() == before
+    fuzz.alive()
+
+
+#: The address space of the server process of the maxima tests. A campaign whose accumulator cannot fit
+#: must be refused from its parameters, before allocating; one that allocates first hits this cap and
+#: fails with a MemoryError (INTERNAL) instead of taking gigabytes from the machine running the tests.
+SERVER_ADDRESS_SPACE_BYTES: Final = 4 << 30
+_D: Final = 1 << 24  # the largest domain size (Domain.size)
+_WIDE: Final = 8.98e307  # [-_WIDE, _WIDE] is the widest numeric range with a finite width
+
+
+@dataclass
+class CappedServer:
+    """``ldp-aggregator serve`` in a process with a capped address space."""
+
+    proc: subprocess.Popen[str]
+    target: str
+    channel: grpc.Channel
+
+    def create(self, campaign: campaign_pb2.Campaign) -> tuple[grpc.StatusCode, str]:
+        request = services_pb2.CreateCampaignRequest(campaign=campaign).SerializeToString()
+        return _call_details(self.channel, "/ldp.v1.Analyst/CreateCampaign", [request])
+
+    def campaign_ids(self) -> list[str]:
+        resp = services_pb2_grpc.AnalystStub(self.channel).ListCampaigns(
+            services_pb2.ListCampaignsRequest(), timeout=30
+        )
+        return [c.id for c in resp.campaigns]
+
+    def alive(self) -> None:
+        """Health, a listing and a small durable batch all answer: the server still serves."""
+        assert self.proc.poll() is None, "the server process died"
+        health = health_pb2_grpc.HealthStub(self.channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        if "small" not in self.campaign_ids():
+            small = wire.campaign_to_proto(campaign_id="small", params=CAMPAIGNS["grr"])
+            services_pb2_grpc.AnalystStub(self.channel).CreateCampaign(
+                services_pb2.CreateCampaignRequest(campaign=small), timeout=30
+            )
+        batch = reports_pb2.ReportBatch(
+            campaign_id="small", batch_id=f"alive-{time.monotonic_ns()}", count=1, grr_indices=bytes(4)
+        )
+        assert services_pb2_grpc.CollectorStub(self.channel).Submit(batch, timeout=30).accepted == 1
+
+
+@contextlib.contextmanager
+def capped_server(db: Path) -> Iterator[CappedServer]:
+    kib = SERVER_ADDRESS_SPACE_BYTES // 1024
+    cmd = [
+        "sh", "-c", f'ulimit -v {kib} && exec "$0" "$@"',
+        sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(db), "--listen", "127.0.0.1:0",
+        "--max-message-bytes", str(MAX_MESSAGE_BYTES),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"ready on port (\d+)", line)
+        assert match, f"server did not start: {line!r}"
+        target = f"127.0.0.1:{match.group(1)}"
+        with grpc.insecure_channel(target) as channel:
+            yield CappedServer(proc, target, channel)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _check_refusal(code: grpc.StatusCode, details: str, what: str) -> None:
+    assert code is INVALID, f"{what}: {code.name} {details[:300]!r}"
+    assert 0 < len(details) <= MAX_DETAILS_CHARS and "\n" not in details, f"{what}: {details[:300]!r}"
+
+
+def _rappor_at_maxima(c: Any) -> None:
+    c.k, c.h, c.m, c.f, c.p, c.q = 4096, 16, 65536, 0.5, 0.5, 0.75
+
+
+def test_the_largest_rappor_campaign_is_refused_before_allocating(tmp_path: Path) -> None:
+    """k = 4096, h = 16, m = 65536 (each at its proto maximum) needs 2 GiB of counts: a clear
+    INVALID_ARGUMENT naming the accumulator's size, from the parameters alone (the capped server would die
+    allocating it), nothing stored, and the server keeps serving."""
+    campaign = campaign_pb2.Campaign(id="rappor-max")
+    _rappor_at_maxima(campaign.rappor)
+    with capped_server(tmp_path / "ldp.sqlite3") as server:
+        server.alive()
+        code, details = server.create(campaign)
+        _check_refusal(code, details, "rappor at k=4096, h=16, m=65536")
+        assert re.search(r"accumulator|memory|bytes|GiB|MiB|cells", details), details
+        assert "rappor-max" not in server.campaign_ids()
+        server.alive()
+
+
+def _at_maxima() -> dict[str, campaign_pb2.Campaign]:
+    """One campaign per mechanism with every size parameter at the largest value the proto allows."""
+    cases: dict[str, campaign_pb2.Campaign] = {}
+
+    def case(name: str) -> campaign_pb2.Campaign:
+        cases[name] = campaign_pb2.Campaign(id=f"max-{name}")
+        return cases[name]
+
+    c = case("rr")
+    c.rr.truth_probability, c.rr.yes_probability = 1.0 - 2.0**-32, 2.0**-32
+    c = case("grr")
+    c.grr.domain.size, c.grr.truth_probability = _D, 0.5
+    _rappor_at_maxima(case("rappor").rappor)
+    c = case("basic-rappor")
+    c.basic_rappor.domain.size = 4096  # k = d, at most 4096 bits
+    c.basic_rappor.f, c.basic_rappor.p, c.basic_rappor.q = 0.5, 0.5, 0.75
+    c = case("boolean-rappor")
+    c.boolean_rappor.f, c.boolean_rappor.p, c.boolean_rappor.q = 0.5, 0.5, 0.75
+    for name in ("oue", "sue"):
+        ue = getattr(case(name), name)
+        ue.domain.size, ue.p, ue.q = _D, 0.5, 0.25
+    c = case("olh")
+    c.olh.domain.size, c.olh.g, c.olh.truth_probability = _D, 1 << 20, 0.5
+    c = case("blh")
+    c.blh.domain.size, c.blh.g, c.blh.truth_probability = _D, 2, 0.75
+    c = case("ss")
+    c.ss.domain.size, c.ss.k, c.ss.truth_probability = _D, _D - 1, 1.0 - 2.0**-32
+    c = case("hr")
+    c.hr.domain.size, c.hr.truth_probability = _D - 1, 0.75  # K = 2^24, the largest order
+    c = case("set-valued")
+    c.set_valued.domain.size, c.set_valued.max_items = _D - 4096, 4096
+    c.set_valued.grr.domain.size, c.set_valued.grr.truth_probability = _D, 0.5
+    c = case("laplace")
+    c.laplace.lo, c.laplace.hi, c.laplace.grid, c.laplace.decay = -_WIDE, _WIDE, 1 << 20, 0.999
+    c = case("duchi")
+    c.duchi.lo, c.duchi.hi, c.duchi.low_probability = -_WIDE, _WIDE, 2.0**-32
+    for name in ("piecewise", "hybrid"):
+        c = case(name)
+        pm = getattr(c, name)
+        pm.lo, pm.hi, pm.window, pm.high_probability = -_WIDE, _WIDE, 1 << 31, 0.75
+        pm.cells = (1 << 32) - (2 if name == "piecewise" else 3)
+    c.hybrid.low_probability, c.hybrid.mix_probability = 0.25, 0.5
+    c = case("sr")
+    c.sr.lo, c.sr.hi, c.sr.truth_probability = -_WIDE, _WIDE, 1.0 - 2.0**-32
+    c = case("multidim")
+    c.multidim.lo.extend([-_WIDE] * 4096)
+    c.multidim.hi.extend([_WIDE] * 4096)
+    c.multidim.k = 4096
+    base = c.multidim.piecewise
+    base.lo, base.hi, base.cells, base.window, base.high_probability = 0.0, 1.0, (1 << 32) - 2, 1 << 31, 0.75
+    c = case("paired-grr")
+    for side in (c.paired.first.grr, c.paired.second.grr):
+        side.domain.size, side.truth_probability = _D, 0.5
+    c = case("paired-rappor")
+    for side in (c.paired.first.rappor, c.paired.second.rappor):
+        _rappor_at_maxima(side)
+    return cases
+
+
+AT_MAXIMA: Final = _at_maxima()
+
+
+def _one_value(params: Any) -> Any:
+    """A value every campaign of this kind accepts (the domain's first value, 0.0, a string, true)."""
+    if isinstance(params, MultidimParams):
+        return [0.0] * params.d
+    if isinstance(params, NumericParams):
+        return 0.0
+    if isinstance(params, SetValuedParams):
+        return [0]
+    if isinstance(params, RapporParams):
+        return "a string"
+    if isinstance(params, BinaryRRParams | BooleanRapporParams):
+        return True
+    return 0
+
+
+def _one_report(campaign: campaign_pb2.Campaign) -> reports_pb2.Report:
+    """One report of ``campaign``, encoded by the client library's encoder for its mechanism."""
+    params = wire.campaign_from_proto(campaign).params
+    secret = ClientSecret.generate()
+    encoder: Any
+    if isinstance(params, NumericParams):
+        encoder = numeric_encoder(params)
+    elif isinstance(params, SetValuedParams):
+        encoder = SetValuedEncoder(params)
+    elif isinstance(params, OUEParams | SUEParams | OLHParams | SubsetSelectionParams | HadamardParams):
+        encoder = oracle_encoder(params)
+    elif isinstance(params, BinaryRRParams):
+        encoder = BinaryRREncoder(params)
+    elif isinstance(params, GRRParams):
+        encoder = GRREncoder(params)
+    elif isinstance(params, RapporParams):
+        encoder = RapporEncoder(params, campaign_id=campaign.id, secret=secret)
+    elif isinstance(params, BasicRapporParams):
+        encoder = BasicRapporEncoder(params, campaign_id=campaign.id, secret=secret)
+    elif isinstance(params, BooleanRapporParams):
+        encoder = BooleanRapporEncoder(params, campaign_id=campaign.id, secret=secret)
+    else:
+        assert isinstance(params, PairedParams), type(params)
+        encoder = PairedEncoder(params, campaign_id=campaign.id, secret=secret)
+        value = (_one_value(params.first), _one_value(params.second))
+        return wire.report_to_proto(
+            campaign_id=campaign.id, report_id="one", params=params, report=encoder.encode(value)
+        )
+    report = encoder.encode(_one_value(params))
+    return wire.report_to_proto(campaign_id=campaign.id, report_id="one", params=params, report=report)
+
+
+def test_the_maxima_cover_every_mechanism() -> None:
+    members = {c.WhichOneof("mechanism") for c in AT_MAXIMA.values()}
+    assert members == {f.name for f in campaign_pb2.Campaign.DESCRIPTOR.oneofs_by_name["mechanism"].fields}
+
+
+#: Defects this sweep found that no change has fixed yet (issue 13, reported to the lead): strict, so the
+#: mark must go when they are fixed.
+_KNOWN_AT_MAXIMA: Final = {
+    "multidim": "GetEstimate at the widest legal range: INTERNAL (OverflowError: the mean as a float)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_KNOWN_AT_MAXIMA[n]))
+        if n in _KNOWN_AT_MAXIMA
+        else n
+        for n in sorted(AT_MAXIMA)
+    ],
+)
+def test_every_mechanism_at_its_legal_maxima(tmp_path: Path, name: str) -> None:
+    """Create the campaign (accepted, or refused with a clear INVALID_ARGUMENT before allocating), then
+    estimate and export it: never INTERNAL, never a deadline, and the server keeps serving."""
+    campaign = AT_MAXIMA[name]
+    with capped_server(tmp_path / "ldp.sqlite3") as server:
+        code, details = server.create(campaign)
+        if code is not OK:
+            _check_refusal(code, details, f"{name} at its maxima")
+            assert campaign.id not in server.campaign_ids()
+            server.alive()
+            return
+        # One report, when one fits in a message (a unary encoding of 2^24 bits does not: the documented
+        # RESOURCE_EXHAUSTED), so that the estimate below has something to compute.
+        report = _one_report(campaign)
+        code, details = _call_details(
+            server.channel, "/ldp.v1.Collector/SubmitReport", [report.SerializeToString()]
+        )
+        fits = report.ByteSize() < MAX_MESSAGE_BYTES
+        assert code is (OK if fits else EXHAUSTED), f"{name} SubmitReport: {code.name} {details[:300]!r}"
+        for method, request in (
+            ("/ldp.v1.Analyst/GetEstimate", estimates_pb2.EstimateRequest(campaign_id=campaign.id)),
+            ("/ldp.v1.Analyst/ExportCampaign", services_pb2.ExportCampaignRequest(campaign_id=campaign.id)),
+        ):
+            code, details = _call_details(server.channel, method, [request.SerializeToString()])
+            # OK, or a refusal that says why (a response too large for one message is the server's to
+            # refuse, with its own message, not gRPC's).
+            assert code in (OK, INVALID, CLOSED, EXHAUSTED), f"{name} {method}: {code.name} {details[:300]!r}"
+            if code is not OK:
+                assert len(details) <= MAX_DETAILS_CHARS and "Received message larger" not in details, details
+        server.alive()

@@ -8,9 +8,12 @@ import io
 import json
 import logging
 import re
+import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -20,9 +23,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from typer.testing import CliRunner
 
 from ldp_aggregator.accumulators import accumulator_from_bytes
+from ldp_aggregator.auth import Role, new_token_record, token_digest
 from ldp_aggregator.cli import app
 from ldp_aggregator.logs import JsonFormatter, TextFormatter, configure_logging, log_event
+from ldp_aggregator.ratelimit import Limits
 from ldp_aggregator.server import BackgroundServer, ServerConfig
+from ldp_aggregator.service import open_store
+from ldp_aggregator.store import add_token, revoke_token
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
 from ldp_client.errors import InvalidParameterError
@@ -307,3 +314,179 @@ def test_serve_command_with_a_settings_file(tmp_path: Path) -> None:
     assert "server_started" in names and "stopped" in names
     started = events[names.index("server_started")]
     assert started["metrics_port"] == metrics_port and started["auth"] == "off"
+
+
+# ------------------------------------------------------------------------------------------ privacy of logs
+
+#: Markers sent by "devices" that must never reach a log line: batch and report ids (a client may build
+#: them from a device id), a reported value, and the value of a bad report (error messages name it).
+_SECRET_BATCH = "devbatch-7f3a9c"
+_SECRET_REPORT = "devreport-52e1d0"
+_SECRET_STREAM = "devstream-c4b8e6"
+_SECRET_UNKNOWN_CAMPAIGN = "devcampaign-9d2f71"
+_BAD_VALUE = 987654321
+
+
+def test_a_realistic_run_logs_no_token_id_address_or_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every log record of a server run at DEBUG (JSON and text, every logger), through campaign creation,
+    batches, single reports, a stream, duplicates, bad reports, bad, malformed, wrong-role and revoked
+    tokens, a rate limit, a disk that refuses writes, estimates, exports, metrics and shutdown, with TLS
+    off: no token (nor its digest), no batch or report id, no reported value, no client address. Allowed:
+    campaign ids, token ids and names, the server's own listening address."""
+    db = tmp_path / "db.sqlite3"
+    open_store(str(db)).close()
+    tokens: dict[Role, str] = {}
+    for role in Role:
+        tokens[role], record = new_token_record(role, name=f"ops {role.value}")
+        add_token(db, record)
+    revoked, revoked_record = new_token_record(Role.REPORTER, name="old phone")
+    add_token(db, revoked_record)
+    revoke_token(db, revoked_record.token_id)
+    bad_tokens = ["ldp_" + "q" * 43, "ldp_notarealtoken0000000000000000000000000000", "x" * 600]
+    secrets = [*tokens.values(), revoked, *bad_tokens]
+    secrets += [token_digest(t).hex() for t in (*tokens.values(), revoked)]
+
+    # The server's real logging setup (configure_logging, as `serve --log-level debug` does), plus a
+    # text handler, both capturing every logger's records.
+    json_out, text_out = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    monkeypatch.setattr(sys, "stderr", json_out)
+    configure_logging("json", "DEBUG")
+    text_handler = logging.StreamHandler(text_out)
+    text_handler.setFormatter(TextFormatter())
+    root.addHandler(text_handler)
+    try:
+        config = ServerConfig(
+            db=db,
+            listen="127.0.0.1:0",
+            metrics_port=0,
+            token_refresh_s=0.05,
+            limits=Limits(max_batch_reports=1000),
+        )
+        with BackgroundServer(config) as server:
+            server_ports = {str(server.target.rpartition(":")[2]), str(server.metrics_port)}
+            _realistic_calls(server, tokens, revoked, bad_tokens)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    logs = json_out.getvalue() + text_out.getvalue()
+    events = [json.loads(line)["event"] for line in json_out.getvalue().splitlines() if line.startswith("{")]
+    # The run did log: creation, the store's refusal, health changes, shutdown.
+    for event in ("server_started", "campaign_created", "campaign_closed", "health_changed"):
+        assert event in events, (event, events)
+    assert "store commit of 1 batch(es) failed" in logs
+    for secret in secrets:
+        assert secret not in logs, f"a token (or its digest) was logged: {secret[:12]}..."
+    for marker in (_SECRET_BATCH, _SECRET_REPORT, _SECRET_STREAM, _SECRET_UNKNOWN_CAMPAIGN, str(_BAD_VALUE)):
+        assert marker not in logs, f"client data was logged: {marker}"
+    for needle in ("ipv4:", "ipv6:", "peer"):
+        assert needle not in logs, needle
+    for port in re.findall(r"(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)", logs):
+        assert port in server_ports, f"a client address was logged: port {port}"
+
+
+def _realistic_calls(
+    server: BackgroundServer, tokens: dict[Role, str], revoked: str, bad_tokens: list[str]
+) -> None:
+    """The RPCs of the logging test, each with the outcome it must have."""
+
+    def md(token: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {token}"),)
+
+    admin, analyst_md, reporter = md(tokens[Role.ADMIN]), md(tokens[Role.ANALYST]), md(tokens[Role.REPORTER])
+
+    def refused(call: Any, request: Any, metadata: Any) -> grpc.StatusCode:
+        with pytest.raises(grpc.RpcError) as info:
+            call(request, timeout=10, metadata=metadata)
+        return info.value.code()  # type: ignore[no-any-return]
+
+    with grpc.insecure_channel(server.target) as ch:
+        analyst = services_pb2_grpc.AnalystStub(ch)
+        collector = services_pb2_grpc.CollectorStub(ch)
+        for cid, params, cands in (
+            ("logs-grr", PARAMS, ()),
+            ("logs-rappor", RapporParams(k=16, h=2, m=4), ("x", "y")),
+        ):
+            msg = wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)  # type: ignore[arg-type]
+            analyst.CreateCampaign(
+                services_pb2.CreateCampaignRequest(campaign=msg), timeout=10, metadata=admin
+            )
+        good = _batch(f"{_SECRET_BATCH}-1", [0, 1, 2, 3, 3], campaign_id="logs-grr")
+        assert collector.Submit(good, timeout=10, metadata=reporter).accepted == 5
+        assert collector.Submit(good, timeout=10, metadata=reporter).duplicate
+        report = wire.report_to_proto(
+            campaign_id="logs-grr", report_id=_SECRET_REPORT, params=PARAMS, report=2
+        )
+        assert collector.SubmitReport(report, timeout=10, metadata=reporter).accepted == 1
+        stream = [_batch(f"{_SECRET_STREAM}-{i}", [i % 4] * 3, campaign_id="logs-grr") for i in range(3)]
+        assert collector.SubmitStream(iter(stream), timeout=10, metadata=reporter).accepted == 9
+        # Bad input of every kind.
+        bad_value = reports_pb2.ReportBatch(
+            campaign_id="logs-grr",
+            batch_id=f"{_SECRET_BATCH}-bad",
+            count=2,
+            grr_indices=np.array([1, _BAD_VALUE], dtype="<u4").tobytes(),
+        )
+        assert refused(collector.Submit, bad_value, reporter) == grpc.StatusCode.INVALID_ARGUMENT
+        short = reports_pb2.ReportBatch(
+            campaign_id="logs-grr", batch_id=f"{_SECRET_BATCH}-short", count=3, grr_indices=bytes(4)
+        )
+        assert refused(collector.Submit, short, reporter) == grpc.StatusCode.INVALID_ARGUMENT
+        unknown = _batch(f"{_SECRET_BATCH}-2", [1], campaign_id=_SECRET_UNKNOWN_CAMPAIGN)
+        assert refused(collector.Submit, unknown, reporter) == grpc.StatusCode.NOT_FOUND
+        too_big = _batch(f"{_SECRET_BATCH}-big", [1] * 1001, campaign_id="logs-grr")
+        assert refused(collector.Submit, too_big, reporter) == grpc.StatusCode.RESOURCE_EXHAUSTED
+        raw = ch.unary_unary("/ldp.v1.Collector/Submit")
+        assert (
+            refused(raw, b"\xff\xff\xff" + _SECRET_BATCH.encode(), reporter)
+            == grpc.StatusCode.INVALID_ARGUMENT
+        )
+        # Bad credentials of every kind.
+        list_req = services_pb2.ListCampaignsRequest()
+        for token in bad_tokens:
+            assert refused(analyst.ListCampaigns, list_req, md(token)) == grpc.StatusCode.UNAUTHENTICATED
+        assert refused(analyst.ListCampaigns, list_req, md(revoked)) == grpc.StatusCode.UNAUTHENTICATED
+        assert refused(analyst.ListCampaigns, list_req, ()) == grpc.StatusCode.UNAUTHENTICATED
+        basic = (("authorization", "Basic " + bad_tokens[0]),)
+        assert refused(analyst.ListCampaigns, list_req, basic) == grpc.StatusCode.UNAUTHENTICATED
+        wrong_role = services_pb2.CloseCampaignRequest(campaign_id="logs-grr")
+        assert refused(analyst.CloseCampaign, wrong_role, reporter) == grpc.StatusCode.PERMISSION_DENIED
+        # The disk refuses writes for a moment (the writer's connection turned read-only), then recovers.
+        store = server.aggregator.store  # type: ignore[union-attr]
+        assert store._wconn is not None
+        store._wconn.execute("PRAGMA query_only = ON")
+        failing = _batch(f"{_SECRET_BATCH}-3", [3, 2], campaign_id="logs-grr")
+        assert refused(collector.Submit, failing, reporter) == grpc.StatusCode.UNAVAILABLE
+        _wait_for_health(ch, health_pb2.HealthCheckResponse.NOT_SERVING)
+        store._wconn.execute("PRAGMA query_only = OFF")
+        assert collector.Submit(failing, timeout=10, metadata=reporter).accepted == 2
+        _wait_for_health(ch, health_pb2.HealthCheckResponse.SERVING)
+        # Reading, then closing.
+        est = analyst.GetEstimate(
+            estimates_pb2.EstimateRequest(campaign_id="logs-grr"), timeout=10, metadata=analyst_md
+        )
+        assert est.n_reports == 17
+        analyst.ExportCampaign(
+            services_pb2.ExportCampaignRequest(campaign_id="logs-rappor"), timeout=10, metadata=analyst_md
+        )
+        analyst.CloseCampaign(
+            services_pb2.CloseCampaignRequest(campaign_id="logs-grr"), timeout=10, metadata=admin
+        )
+        late = _batch(f"{_SECRET_BATCH}-4", [0], campaign_id="logs-grr")
+        assert refused(collector.Submit, late, reporter) == grpc.StatusCode.FAILED_PRECONDITION
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert b"ldp_reports_accepted_total" in resp.read()
+
+
+def _wait_for_health(channel: grpc.Channel, status: int) -> None:
+    stub = health_pb2_grpc.HealthStub(channel)
+    for _ in range(200):
+        resp = stub.Check(health_pb2.HealthCheckRequest(service="ldp.v1.Collector"), timeout=10)
+        if resp.status == status:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"health never became {status}")

@@ -9,8 +9,11 @@ the frozen parameter dataclasses of ldp_client/params.py field for field; ldp_cl
 code that converts between the two.
 
 Probabilities are sent as the doubles the campaign was created with. Client and server quantize them the
-same deterministic way, to the 32-bit threshold T = round(x * 2^32), and sample with probability exactly
-T / 2^32 (ldp_client/_prob.py), so both sides implement the same channel and the same epsilon.
+same deterministic way, to the 32-bit threshold T = the integer nearest to x * 2^32 (exact in binary64),
+ties to even, and sample with probability exactly T / 2^32 (ldp_client/_prob.py), so both sides
+implement the same channel and the same epsilon. Campaigns built from an epsilon carry T / 2^32 for the
+threshold rounded toward privacy. Both rules, with test vectors: docs/wire-protocol.md, "Probabilities
+and thresholds".
 
 proto3 scalars have no presence: an unset field reads as 0 and is validated as 0 (for example a RAPPOR
 campaign with k unset is rejected as "rappor.k=0"), never replaced by a default.
