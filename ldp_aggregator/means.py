@@ -587,6 +587,19 @@ def _bound_variance(params: NumericParams, scale: float, lo: float, hi: float) -
     return scale * (span * span * base.max_variance_s + max(lo * lo, hi * hi))
 
 
+def _as_float(q: Fraction) -> float:
+    """The nearest float, or +/-inf when ``q`` lies beyond the float range.
+
+    Only at the extremes of the legal parameters (a range near +/-1.8e308, where the unbiased estimate or
+    its variance exceeds what a float can hold): the exact rational is right, and no float is; an infinite
+    value says so (JSON writes it "inf") instead of failing the whole estimate.
+    """
+    try:
+        return float(q)
+    except OverflowError:
+        return math.inf if q > 0 else -math.inf
+
+
 def estimate_means(
     params: NumericParams,
     acc: MeanAccumulator,
@@ -629,10 +642,10 @@ def estimate_means(
         mean_q = sum_z / n
         if n >= 2:
             var_z = max(Fraction(0), (sum_z2 - n * mean_q * mean_q) / (n - 1))
-            se = math.sqrt(float(var_z / n))
+            se = math.sqrt(_as_float(var_z / n))
         else:
             se = math.sqrt(_bound_variance(params, float(scale), lo_f, hi_f))
-        mean = float(mean_q)
+        mean = _as_float(mean_q)
         half = z * se
         out.append(
             MeanEstimate(
@@ -641,7 +654,7 @@ def estimate_means(
                 std_error=se,
                 ci_low=mean - half,
                 ci_high=mean + half,
-                sum=float(mean_q * big_n),
+                sum=_as_float(mean_q * big_n),
                 sum_std_error=se * big_n,
                 sum_ci_low=(mean - half) * big_n,
                 sum_ci_high=(mean + half) * big_n,

@@ -448,3 +448,19 @@ def test_reporter_sends_numeric_reports(running: Running, tmp_path: Path) -> Non
     assert vec.n_reports == 3000 and sum(m.n for m in vec.means) == 2 * 3000
     for m, truth in zip(vec.means, vecs.mean(axis=0), strict=True):
         assert abs(m.mean - truth) < 5 * m.std_error
+
+
+def test_a_mean_beyond_the_float_range_is_infinite_not_an_error() -> None:
+    # Issue 13 (legal maxima): at the widest legal range the exact estimate, or its variance, can exceed
+    # the float range; GetEstimate answered INTERNAL (OverflowError). Now the value is +/-inf.
+    wide = 8.0e307
+    params = make_params("piecewise", epsilon=0.1, fields={"lo": -wide, "hi": wide})
+    acc = accumulator_for(params)
+    top = np.array([params.layout.num_codes - 1, params.layout.num_codes - 1], dtype=np.uint32)
+    add_columns(acc, params, top)
+    est = estimate_means(params, acc)
+    mean = est.means[0]
+    assert mean.mean == math.inf or mean.std_error == math.inf
+    assert estimate_to_dict(
+        estimate_to_proto(estimate_campaign(wire.CampaignInfo(campaign_id="w", params=params), acc))
+    )["means"][0]["mean"] in ("inf", mean.mean)
