@@ -31,6 +31,7 @@ from ldp_aggregator.cli_common import (
     exit_code_for_error,
     exit_code_for_status,
     new_app,
+    param_error_text,
     print_error,
     print_json,
     version_option,
@@ -358,7 +359,7 @@ def _campaign_from_options(
             candidates=cands,
         )
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(param_error_text(exc)) from None
 
 
 def _print_campaign(c: campaign_pb2.Campaign, *, as_json: bool = False) -> None:

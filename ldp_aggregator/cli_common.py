@@ -63,6 +63,7 @@ __all__ = [
     "json_safe",
     "json_text",
     "new_app",
+    "param_error_text",
     "print_error",
     "print_json",
     "version_option",
@@ -185,6 +186,27 @@ def exit_code_for_error(exc: LdpError) -> int:
     if isinstance(exc, CampaignNotFoundError | CampaignExistsError | CampaignClosedError):
         return EXIT_REFUSED
     return EXIT_USAGE
+
+
+_PYTHON_F_ZERO_OPT_IN = "allow_f_zero=True"
+
+
+def param_error_text(exc: LdpError) -> str:
+    """A parameter error as a command line says it: the opt-in to RAPPOR f = 0 as the option it takes.
+
+    The parameter classes word the opt-in for Python (``allow_f_zero=True``); on a command line it is
+    ``--param allow_f_zero=true`` (``--param first.allow_f_zero=true`` for a side of a paired campaign).
+    """
+    text = str(exc)
+    field, value = getattr(exc, "field", ""), getattr(exc, "value", None)
+    if field == "params" and isinstance(value, str):  # ldp-sim names a --param as params='NAME=VALUE'
+        field = value.partition("=")[0]
+    if _PYTHON_F_ZERO_OPT_IN not in text or not isinstance(field, str):
+        return text
+    if field != "f" and not field.endswith(".f"):
+        return text
+    side = field[: -len("f")]  # "" or "first." / "second."
+    return text.replace(_PYTHON_F_ZERO_OPT_IN, f"--param {side}allow_f_zero=true")
 
 
 def _describe(exc: BaseException) -> tuple[int, str]:

@@ -22,6 +22,7 @@ from ldp_aggregator.cli_common import (
     exit_code_for_status,
     fail,
     new_app,
+    param_error_text,
     print_json,
     version_option,
 )
@@ -117,7 +118,7 @@ def _option_for(field: str) -> str:
 
 
 def _bad_option(exc: InvalidParameterError) -> NoReturn:
-    _fail(f"invalid {_option_for(exc.field)}: {exc}")
+    _fail(f"invalid {_option_for(exc.field)}: {param_error_text(exc)}")
 
 
 def _parse_params(items: list[str]) -> dict[str, str]:
