@@ -120,6 +120,7 @@ def test_a_stored_f_zero_campaign_still_opens_and_estimates(tmp_path: Path) -> N
         try:
             got = r.analyst.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="old"))
             assert math.isinf(got.epsilon_inf) and wire.params_from_proto(got) == params
+            assert got.rappor.allow_f_zero  # docs/wire-protocol.md: every f = 0 campaign is answered so
             batch = wire.batch_to_proto(campaign_id="old", batch_id="b0", params=params, columns=columns)
             assert r.collector.Submit(batch).accepted == 300
             est = r.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="old", candidates=["a"]))
