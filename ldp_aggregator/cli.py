@@ -28,12 +28,24 @@ from ldp_aggregator.analysis import estimate_to_dict, estimate_to_proto
 from ldp_aggregator.cli_common import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    TlsCaOpt,
+    TlsCertOpt,
+    TlsKeyOpt,
     exit_code_for_error,
     exit_code_for_status,
     new_app,
+    param_error_text,
     print_error,
     print_json,
+    token_option,
     version_option,
+)
+from ldp_aggregator.client_access import (
+    ClientAccess,
+    ClientOptionError,
+    TokenHints,
+    read_client_access,
+    rpc_error_message,
 )
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
@@ -86,7 +98,11 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 @dataclass(kw_only=True)
 class _ClientOptions:
-    """How client commands reach a server (set by the root options or the environment)."""
+    """How client commands reach a server (set by the root options or the environment).
+
+    Kept as given; the files are read (:func:`~ldp_aggregator.client_access.read_client_access`) only
+    when a command opens a channel, so commands that need none (serve, token, --db) never read them.
+    """
 
     token: str | None = None
     tls_ca: Path | None = None
@@ -94,52 +110,27 @@ class _ClientOptions:
     tls_key: Path | None = None
     server: str = DEFAULT_LISTEN  # the last server a channel was opened to (for error messages)
 
-    def credentials(self) -> grpc.ChannelCredentials | None:
-        if self.tls_ca is None and self.tls_cert is None:
-            return None
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise _fail("--tls-cert and --tls-key go together (the client certificate and its key)")
-
-        def read(opt: str, path: Path | None) -> bytes | None:
-            if path is None:
-                return None
-            try:
-                return path.read_bytes()
-            except OSError as exc:
-                raise _fail(f"{opt} {path}: {exc.strerror}: allowed a readable PEM file") from None
-
-        return grpc.ssl_channel_credentials(
-            root_certificates=read("--tls-ca", self.tls_ca),
-            private_key=read("--tls-key", self.tls_key),
-            certificate_chain=read("--tls-cert", self.tls_cert),
-        )
-
-    def metadata(self) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+    def access(self) -> ClientAccess:
+        try:
+            return read_client_access(
+                token=self.token, tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key
+            )
+        except ClientOptionError as exc:
+            raise _fail(str(exc)) from None
 
 
 _client = _ClientOptions()
 
+#: How this command line takes a token, for the access errors.
+_TOKEN_HINTS = TokenHints(usage="before the command (ldp-aggregator --token TOKEN campaign list)")
+
 
 @app.callback()
 def _root(
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="LDP_TOKEN",
-            help="Access token sent to the server (see token create).",
-            show_default=False,
-        ),
-    ] = None,
-    tls_ca: Annotated[
-        Path | None, typer.Option(envvar="LDP_TLS_CA", help="Use TLS, trusting this CA (PEM).")
-    ] = None,
-    tls_cert: Annotated[
-        Path | None, typer.Option(envvar="LDP_TLS_CERT", help="Client certificate (PEM), for mutual TLS.")
-    ] = None,
-    tls_key: Annotated[
-        Path | None, typer.Option(envvar="LDP_TLS_KEY", help="Key of --tls-cert (PEM).")
-    ] = None,
+    token: Annotated[str | None, token_option("Access token sent to the server (see token create).")] = None,
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
     version: Annotated[bool, version_option("ldp-aggregator")] = False,
 ) -> None:
     """Run the aggregator service, manage campaigns and tokens, read estimates."""
@@ -149,57 +140,24 @@ def _root(
 
 def _channel(server: str) -> grpc.Channel:
     _client.server = server
-    creds = _client.credentials()
     # Exports and decodes of large campaigns exceed gRPC's default 4 MiB receive limit; the server caps
     # its answers (max_message_bytes plus the accumulator limit), so the client accepts up to 1 GiB.
-    options = [("grpc.max_receive_message_length", 1 << 30)]
-    if creds is not None:
-        return grpc.secure_channel(server, creds, options=options)
-    return grpc.insecure_channel(server, options=options)
+    return _client.access().channel(server, options=[("grpc.max_receive_message_length", 1 << 30)])
 
 
 def _analyst(server: str) -> services_pb2_grpc.AnalystStub:
     return services_pb2_grpc.AnalystStub(_channel(server))
 
 
-_CREATE_ADMIN = "ldp-aggregator token create --role admin --db PATH, PATH being the server's database"
-
-
-def rpc_error_message(status: grpc.StatusCode, details: str, *, token_given: bool, server: str) -> str:
-    """One line for a failed call, saying which option or variable fixes an access or connection error."""
-    if status is grpc.StatusCode.UNAUTHENTICATED:
-        if token_given:
-            return (
-                f"UNAUTHENTICATED: {details}: the token from --token or LDP_TOKEN was refused (revoked, or "
-                f"made for another database); create one with {_CREATE_ADMIN}"
-            )
-        return (
-            "UNAUTHENTICATED: this server needs an access token: give it with --token TOKEN before the "
-            "command (ldp-aggregator --token TOKEN campaign list) or in the environment variable LDP_TOKEN; "
-            f"create one with {_CREATE_ADMIN}"
-        )
-    if status is grpc.StatusCode.PERMISSION_DENIED:
-        return (
-            f"PERMISSION_DENIED: {details}: give a token of that role with --token TOKEN or LDP_TOKEN "
-            "(admin: create and close campaigns, and read; analyst: read; reporter: submit); create one with "
-            "ldp-aggregator token create --role ROLE --db PATH"
-        )
-    if status is grpc.StatusCode.UNAVAILABLE:
-        return (
-            f"UNAVAILABLE: cannot reach the aggregator at --server {server} ({details}); is "
-            "ldp-aggregator serve running there? A TLS server needs --tls-ca (LDP_TLS_CA), mutual TLS also "
-            "--tls-cert and --tls-key (docs/tls.md)"
-        )
-    return f"{status.name}: {details}"
-
-
 def _rpc(call: Any, *args: Any) -> Any:
     try:
-        return call(*args, timeout=60, metadata=_client.metadata())
+        return call(*args, timeout=60)  # the channel sends the token (ClientAccess.channel)
     except grpc.RpcError as exc:
         status: grpc.StatusCode = exc.code()
         details: str = exc.details() or ""
-        message = rpc_error_message(status, details, token_given=bool(_client.token), server=_client.server)
+        message = rpc_error_message(
+            status.name, details, token_given=bool(_client.token), server=_client.server, hints=_TOKEN_HINTS
+        )
         raise _fail(message, exit_code_for_status(status.name)) from None
 
 
@@ -358,7 +316,7 @@ def _campaign_from_options(
             candidates=cands,
         )
     except LdpError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(param_error_text(exc)) from None
 
 
 def _print_campaign(c: campaign_pb2.Campaign, *, as_json: bool = False) -> None:

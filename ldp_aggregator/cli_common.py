@@ -34,13 +34,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
+from ldp_aggregator.client_access import ENV_TLS_CA, ENV_TLS_CERT, ENV_TLS_KEY, ENV_TOKEN
 from ldp_client.errors import (
     CampaignClosedError,
     CampaignExistsError,
@@ -57,14 +58,19 @@ __all__ = [
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "ConventionGroup",
+    "TlsCaOpt",
+    "TlsCertOpt",
+    "TlsKeyOpt",
     "exit_code_for_error",
     "exit_code_for_status",
     "fail",
     "json_safe",
     "json_text",
     "new_app",
+    "param_error_text",
     "print_error",
     "print_json",
+    "token_option",
     "version_option",
     "version_text",
 ]
@@ -87,6 +93,25 @@ EXIT_CODES_EPILOG = (
 
 # gRPC status name -> exit code; every other status (NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
 # UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED, INTERNAL, ...) is a refusal (3).
+# The client options of both command lines (ldp_aggregator.client_access reads them): same names, same
+# environment variables, same help.
+TlsCaOpt = Annotated[
+    Path | None, typer.Option("--tls-ca", envvar=ENV_TLS_CA, help="Use TLS, trusting this CA (PEM).")
+]
+TlsCertOpt = Annotated[
+    Path | None,
+    typer.Option("--tls-cert", envvar=ENV_TLS_CERT, help="Client certificate (PEM), for mutual TLS."),
+]
+TlsKeyOpt = Annotated[
+    Path | None, typer.Option("--tls-key", envvar=ENV_TLS_KEY, help="Key of --tls-cert (PEM).")
+]
+
+
+def token_option(help_text: str, name: str = "--token", envvar: str = ENV_TOKEN) -> Any:
+    """An access-token option (its value never shown as a default)."""
+    return typer.Option(name, envvar=envvar, help=help_text, show_default=False)
+
+
 _EXIT_BY_STATUS: Mapping[str, int] = {
     "INVALID_ARGUMENT": EXIT_USAGE,
     "OUT_OF_RANGE": EXIT_USAGE,
@@ -185,6 +210,27 @@ def exit_code_for_error(exc: LdpError) -> int:
     if isinstance(exc, CampaignNotFoundError | CampaignExistsError | CampaignClosedError):
         return EXIT_REFUSED
     return EXIT_USAGE
+
+
+_PYTHON_F_ZERO_OPT_IN = "allow_f_zero=True"
+
+
+def param_error_text(exc: LdpError) -> str:
+    """A parameter error as a command line says it: the opt-in to RAPPOR f = 0 as the option it takes.
+
+    The parameter classes word the opt-in for Python (``allow_f_zero=True``); on a command line it is
+    ``--param allow_f_zero=true`` (``--param first.allow_f_zero=true`` for a side of a paired campaign).
+    """
+    text = str(exc)
+    field, value = getattr(exc, "field", ""), getattr(exc, "value", None)
+    if field == "params" and isinstance(value, str):  # ldp-sim names a --param as params='NAME=VALUE'
+        field = value.partition("=")[0]
+    if _PYTHON_F_ZERO_OPT_IN not in text or not isinstance(field, str):
+        return text
+    if field != "f" and not field.endswith(".f"):
+        return text
+    side = field[: -len("f")]  # "" or "first." / "second."
+    return text.replace(_PYTHON_F_ZERO_OPT_IN, f"--param {side}allow_f_zero=true")
 
 
 def _describe(exc: BaseException) -> tuple[int, str]:

@@ -244,10 +244,14 @@ class Aggregator:
         off the event loop (the servicer runs it in a worker thread).
 
         Raises:
-            InvalidParameterError: Bad parameters, or an accumulator over ``max_accumulator_bytes``
-                (checked before anything is allocated or stored).
+            InvalidParameterError: Bad parameters, a RAPPOR f of 0 without the message's
+                ``allow_f_zero`` opt-in, or an accumulator over ``max_accumulator_bytes`` (checked before
+                anything is allocated or stored).
         """
         info = wire.campaign_from_proto(msg)
+        # Issue 13: an unset RAPPOR f reads as 0 (epsilon_inf = inf); a new campaign needs the explicit
+        # opt-in. Only here: stored campaigns with f = 0 still load (info_from_record never checks it).
+        wire.check_f_zero_opt_in(msg)
         size = accumulator_nbytes(info.params)
         if size > self.max_accumulator_bytes:
             raise InvalidParameterError(

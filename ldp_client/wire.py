@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from ldp_client import _numeric_wire, _oracle_wire, _paired_wire
+from ldp_client._prob import quantize_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client._scalars import bool_types, int_types
 from ldp_client.errors import InvalidParameterError, InvalidReportError
@@ -77,6 +78,7 @@ __all__ = [
     "batch_to_proto",
     "campaign_from_proto",
     "campaign_to_proto",
+    "check_f_zero_opt_in",
     "epsilon_inf",
     "mechanism_field",
     "params_from_proto",
@@ -265,15 +267,27 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
         )
     elif isinstance(params, RapporParams):
         message = campaign_pb2.RapporParams(
-            k=params.k, h=params.h, m=params.m, f=params.f, p=params.p, q=params.q
-        )
+            k=params.k, h=params.h, m=params.m, f=params.f, p=params.p, q=params.q,
+            allow_f_zero=_f_zero_opt_in(params),
+        )  # fmt: skip
     elif isinstance(params, BasicRapporParams):
         message = campaign_pb2.BasicRapporParams(
-            domain=_domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q
-        )
+            domain=_domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q,
+            allow_f_zero=_f_zero_opt_in(params),
+        )  # fmt: skip
     else:
-        message = campaign_pb2.BooleanRapporParams(f=params.f, p=params.p, q=params.q)
+        message = campaign_pb2.BooleanRapporParams(
+            f=params.f, p=params.p, q=params.q, allow_f_zero=_f_zero_opt_in(params)
+        )
     return field, message
+
+
+def _f_zero_opt_in(params: RapporParams | BasicRapporParams | BooleanRapporParams) -> bool:
+    """The wire's ``allow_f_zero``: sent only where it means something (f quantized to 0, opted in).
+
+    With any f > 0 it stays unset, so those messages keep their bytes whatever the object's flag says.
+    """
+    return params.allow_f_zero and params.f_threshold == 0
 
 
 def set_params(campaign: campaign_pb2.Campaign, params: MechanismParams) -> None:
@@ -292,7 +306,10 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
     which = campaign.WhichOneof("mechanism")
     # A RAPPOR f of 0 is refused when parameters are made (RapporParams), but a campaign on the wire
     # already exists: an unset f means f = 0, and decoding it must describe it (epsilon_inf = inf), not
-    # fail. Devices cap it with Reporter(max_epsilon_inf=...).
+    # fail, with or without the message's allow_f_zero (campaigns stored before that field existed have
+    # none). Devices cap it with Reporter(max_epsilon_inf=...). Only creating a campaign needs the opt-in:
+    # the server checks it with check_f_zero_opt_in. So the object reads as opted in, and params_to_proto
+    # then sends allow_f_zero = true with every f = 0: an opted-in campaign round-trips.
     f_zero_ok = True
     try:
         if which == "rr":
@@ -321,6 +338,50 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
     raise InvalidParameterError("mechanism", which, f"exactly one of {_MECHANISM_CHOICES}")
+
+
+#: Oneof members of Campaign.mechanism (and of PairedSide) with a RAPPOR f, and their message names.
+_RAPPOR_MEMBERS: Final = {
+    "rappor": "RapporParams",
+    "basic_rappor": "BasicRapporParams",
+    "boolean_rappor": "BooleanRapporParams",
+}
+
+
+def check_f_zero_opt_in(campaign: campaign_pb2.Campaign) -> None:
+    """Refuse a NEW campaign whose RAPPOR f quantizes to 0 unless its message opts in (``allow_f_zero``).
+
+    An unset f reads as 0, so without this check a campaign with no permanent randomized response
+    (epsilon_inf = inf: repeated reports of one value reveal it) would be created silently. The server
+    calls it on ``CreateCampaign`` only (after :func:`campaign_from_proto` validated the parameters);
+    stored campaigns and campaigns read from the wire are never refused for it. Paired campaigns are
+    checked side by side.
+
+    Raises:
+        InvalidParameterError: named by the proto path of f (``rappor.f``, ``paired.first.basic_rappor.f``),
+            with its value, the recommended values and how to opt in.
+    """
+    which = campaign.WhichOneof("mechanism")
+    found: list[tuple[str, str, Any]] = []
+    if which in _RAPPOR_MEMBERS:
+        found.append((which, _RAPPOR_MEMBERS[which], getattr(campaign, which)))
+    elif which == "paired":
+        for side in ("first", "second"):
+            side_msg = getattr(campaign.paired, side)
+            member = side_msg.WhichOneof("mechanism")
+            if member in _RAPPOR_MEMBERS:
+                found.append((f"paired.{side}.{member}", _RAPPOR_MEMBERS[member], getattr(side_msg, member)))
+    for path, message_name, message in found:
+        if quantize_probability("f", message.f) == 0 and not message.allow_f_zero:
+            raise InvalidParameterError(
+                f"{path}.f",
+                message.f,
+                "a probability in (0, 1) when creating a campaign: f = 0 (also an unset f) turns off the "
+                "permanent randomized response, so repeated reports of one value reveal it "
+                "(epsilon_inf = inf); use the recommended f = 0.5 (or 0.25 for less noise), or opt in "
+                f"explicitly with allow_f_zero = true in its {message_name} message (Python: "
+                "allow_f_zero=True; ldp-aggregator campaign create: --param allow_f_zero=true)",
+            )
 
 
 # ------------------------------------------------------------------------------------------- campaigns

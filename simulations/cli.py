@@ -19,11 +19,25 @@ from rich.console import Console
 from ldp_aggregator.cli_common import (
     EXIT_INTERNAL,
     EXIT_USAGE,
+    TlsCaOpt,
+    TlsCertOpt,
+    TlsKeyOpt,
     exit_code_for_status,
     fail,
     new_app,
+    param_error_text,
     print_json,
+    token_option,
     version_option,
+)
+from ldp_aggregator.client_access import (
+    TLS_HINT,
+    ClientAccess,
+    ClientOptionError,
+    TokenHints,
+    check_token,
+    read_client_access,
+    rpc_error_message,
 )
 from ldp_client.errors import InvalidParameterError, LdpError
 from simulations.numeric import is_numeric_mechanism
@@ -89,6 +103,8 @@ _OPTION_OF = {
     "workers": "--workers",
     "batch_size": "--batch-size",
     "grpc_client": "--grpc-client",
+    "access": "--token",
+    "reporter_access": "--reporter-token",
     "over": "--over",
     "values": "--values",
     "target_error": "--target-error",
@@ -100,10 +116,101 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     fail(message, code)
 
 
-def _run_failed(exc: LdpError) -> NoReturn:
+def _run_failed(exc: LdpError, config: SimulationConfig | None = None) -> NoReturn:
     """A simulation that could not finish: exit 4 (aggregator unreachable), 3 (it refused), else 1."""
     status = getattr(exc, "status", None)
-    _fail(str(exc), exit_code_for_status(status) if status else EXIT_INTERNAL)
+    _fail(_failure_text(exc, config), exit_code_for_status(status) if status else EXIT_INTERNAL)
+
+
+ENV_REPORTER_TOKEN = "LDP_REPORTER_TOKEN"
+_TOKEN_USAGE = (
+    "after run or sweep (ldp-sim run --mode grpc --server HOST:PORT --token TOKEN --reporter-token TOKEN)"
+)
+# Which token each side of a simulation needs (ldp_aggregator.auth: only admins create campaigns, only
+# reporters submit), for the access errors.
+_ANALYST_HINTS = TokenHints(
+    usage=_TOKEN_USAGE, role="admin", purpose="ldp-sim creates campaigns and reads their estimates"
+)
+_REPORTER_HINTS = TokenHints(
+    usage=_TOKEN_USAGE,
+    option="--reporter-token",
+    env=ENV_REPORTER_TOKEN,
+    role="reporter",
+    purpose="ldp-sim's clients submit the reports, to campaigns it names per run: a token not limited to "
+    "campaigns; an admin token may not submit",
+)
+
+
+def _failure_text(exc: LdpError, config: SimulationConfig | None) -> str:
+    """The error line: a refused token names the ldp-sim option and variable that fix it."""
+    status = getattr(exc, "status", None)
+    if config is None or config.server is None:
+        return str(exc)
+    if status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        call = getattr(exc, "call", None) or ""
+        collector = call.startswith("Collector.")
+        access = (config.reporter_access or config.access) if collector else config.access
+        line = rpc_error_message(
+            status,
+            getattr(exc, "details", ""),
+            token_given=access is not None and access.token is not None,
+            server=config.server,
+            hints=_REPORTER_HINTS if collector else _ANALYST_HINTS,
+        )
+        return f"{call.partition('.')[2] or 'a call'} on the aggregator at {config.server}: {line}"
+    if status == "UNAVAILABLE":
+        return f"{exc}; is ldp-aggregator serve running there? {TLS_HINT[0].upper()}{TLS_HINT[1:]}"
+    return str(exc)
+
+
+# Client options (only with --mode grpc --server): their parameter names and option names.
+_ACCESS_OPTIONS = {
+    "token": "--token",
+    "reporter_token": "--reporter-token",
+    "tls_ca": "--tls-ca",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+}
+
+
+def _client_access(
+    ctx: typer.Context,
+    mode: str,
+    server: str | None,
+    given: dict[str, Any],
+) -> tuple[ClientAccess | None, ClientAccess | None]:
+    """(Analyst access, reporter access) from the client options, the PEM files read here, once.
+
+    They apply to ``--mode grpc --server`` only (the aggregator ``ldp-sim`` starts itself has no token or
+    TLS): given on the command line otherwise, they are refused; from the environment, ignored. A server
+    with access tokens needs two: an admin token (``--token``) and a reporter token
+    (``--reporter-token``), since only admins create campaigns and only reporters submit.
+    """
+    if mode != "grpc" or server is None:
+        for name, option in _ACCESS_OPTIONS.items():
+            source = getattr(ctx.get_parameter_source(name), "name", None)  # COMMANDLINE or ENVIRONMENT
+            if given[name] is not None and source == "COMMANDLINE":
+                _fail(
+                    f"{option}: only with --mode grpc --server HOST:PORT (a running aggregator; the one "
+                    "ldp-sim starts itself has no access tokens and no TLS)"
+                )
+        return None, None
+    try:
+        access = read_client_access(
+            token=given["token"], tls_ca=given["tls_ca"], tls_cert=given["tls_cert"], tls_key=given["tls_key"]
+        )
+        reporter_token = check_token(given["reporter_token"], "--reporter-token", ENV_REPORTER_TOKEN)
+    except ClientOptionError as exc:
+        _fail(str(exc))
+    if (access.token is None) != (reporter_token is None):
+        missing = "--reporter-token (or LDP_REPORTER_TOKEN)" if access.token else "--token (or LDP_TOKEN)"
+        _fail(
+            f"{missing} is missing: against a server with access tokens ldp-sim needs two: --token "
+            "(LDP_TOKEN), an admin token, to create campaigns and read their estimates, and --reporter-token "
+            "(LDP_REPORTER_TOKEN), a reporter token, for its clients to submit the reports (an admin token "
+            "may not submit); create them with ldp-aggregator token create --role admin|reporter --db PATH"
+        )
+    return access, (access.with_token(reporter_token) if reporter_token else None)
 
 
 def _option_for(field: str) -> str:
@@ -117,7 +224,7 @@ def _option_for(field: str) -> str:
 
 
 def _bad_option(exc: InvalidParameterError) -> NoReturn:
-    _fail(f"invalid {_option_for(exc.field)}: {exc}")
+    _fail(f"invalid {_option_for(exc.field)}: {param_error_text(exc)}")
 
 
 def _parse_params(items: list[str]) -> dict[str, str]:
@@ -232,6 +339,20 @@ ClientOpt = Annotated[
     str, typer.Option("--grpc-client", help="grpc mode: batch (encode_batch + Submit) or reporter (rr, grr).")
 ]
 CampaignOpt = Annotated[str, typer.Option("--campaign-id", help="Campaign id (keys RAPPOR's hashing).")]
+TokenOpt = Annotated[
+    str | None,
+    token_option(
+        "grpc mode with --server: an ADMIN access token (ldp-sim creates campaigns and reads estimates)."
+    ),
+]
+ReporterTokenOpt = Annotated[
+    str | None,
+    token_option(
+        "grpc mode with --server: a REPORTER access token (its clients submit the reports).",
+        "--reporter-token",
+        ENV_REPORTER_TOKEN,
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print the results as one JSON document on stdout (no tables).")
 ]
@@ -244,6 +365,7 @@ PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot h
 
 @app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     mechanism: MechanismOpt,
     population: PopulationOpt = "zipf:1.1",
     domain: DomainOpt = None,
@@ -262,6 +384,11 @@ def run_cmd(
     batch_size: BatchOpt = DEFAULT_BATCH_SIZE,
     grpc_client: ClientOpt = "batch",
     campaign_id: CampaignOpt = "ldp-sim",
+    token: TokenOpt = None,
+    reporter_token: ReporterTokenOpt = None,
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
     as_json: JsonOpt = False,
     json_out: JsonOutOpt = None,
     plot: PlotOpt = None,
@@ -271,6 +398,12 @@ def run_cmd(
     from simulations.report import items_table, metrics_table, run_header_table, run_to_dict
 
     _check_outputs(json_out, plot)
+    access, reporter_access = _client_access(
+        ctx,
+        mode,
+        server,
+        dict(token=token, reporter_token=reporter_token, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key),
+    )
     config = _config(
         mechanism=mechanism,
         population=population,
@@ -290,6 +423,8 @@ def run_cmd(
         workers=workers,
         batch_size=batch_size,
         grpc_client=grpc_client,
+        access=access,
+        reporter_access=reporter_access,
     )
     if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
         _run_numeric(config, as_json, json_out, plot, show_items)
@@ -300,7 +435,7 @@ def run_cmd(
     except InvalidParameterError as exc:
         _bad_option(exc)
     except LdpError as exc:
-        _run_failed(exc)
+        _run_failed(exc, config)
     _oracle_notes(result)
     if not as_json:
         out = _out()
@@ -327,7 +462,7 @@ def _run_numeric(
     except InvalidParameterError as exc:
         _bad_option(exc)
     except LdpError as exc:
-        _run_failed(exc)
+        _run_failed(exc, config)
     if not as_json:
         out = _out()
         for table in numeric_tables(result, max_rows=max(0, show_items)):
@@ -393,6 +528,7 @@ def _split_values(text: str | None) -> list[str]:
 
 @app.command("sweep")
 def sweep_cmd(
+    ctx: typer.Context,
     mechanism: MechanismOpt,
     population: PopulationOpt = "zipf:1.1",
     domain: DomainOpt = None,
@@ -411,6 +547,11 @@ def sweep_cmd(
     batch_size: BatchOpt = DEFAULT_BATCH_SIZE,
     grpc_client: ClientOpt = "batch",
     campaign_id: CampaignOpt = "ldp-sim",
+    token: TokenOpt = None,
+    reporter_token: ReporterTokenOpt = None,
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
     over: Annotated[
         str | None,
         typer.Option("--over", help="Axis: epsilon, users, domain or a mechanism parameter (k, f, ...)."),
@@ -445,6 +586,12 @@ def sweep_cmd(
     from simulations.report import sweep_table, sweep_to_dict
 
     _check_outputs(json_out, plot)
+    access, reporter_access = _client_access(
+        ctx,
+        mode,
+        server,
+        dict(token=token, reporter_token=reporter_token, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key),
+    )
     config = _config(
         mechanism=mechanism,
         population=population,
@@ -464,6 +611,8 @@ def sweep_cmd(
         workers=workers,
         batch_size=batch_size,
         grpc_client=grpc_client,
+        access=access,
+        reporter_access=reporter_access,
     )
     vals = _split_values(values)
     if values is not None and not vals:
@@ -481,7 +630,7 @@ def sweep_cmd(
     except InvalidParameterError as exc:
         _bad_option(exc)
     except LdpError as exc:
-        _run_failed(exc)
+        _run_failed(exc, config)
     if not as_json:
         _out().print(sweep_table(result))
     _emit_json(sweep_to_dict(result), as_json, json_out)

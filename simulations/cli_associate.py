@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ldp_aggregator.cli_common import param_error_text
 from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.params import PairedParams, make_params
 from simulations.association import AssociationConfig, describe, simulate_association
@@ -87,7 +88,7 @@ def associate_cmd(
         )
         result = simulate_association(cfg)
     except InvalidParameterError as exc:
-        _fail(f"invalid option ({exc.field}): {exc}")
+        _fail(f"invalid option ({exc.field}): {param_error_text(exc)}")
     except LdpError as exc:
         _run_failed(exc)
     if as_json:

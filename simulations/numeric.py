@@ -385,7 +385,9 @@ def simulate_numeric(config: Any, *, progress: ProgressFn | None = None) -> Nume
         if config.mode == "grpc":
             from simulations.runners import aggregator_session
 
-            session = stack.enter_context(aggregator_session(config.server))
+            session = stack.enter_context(
+                aggregator_session(config.server, config.access, config.reporter_access)
+            )
         for r, seed in enumerate(seeds):
             rng = np.random.default_rng(seed)
             if session is None:

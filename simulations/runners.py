@@ -24,7 +24,10 @@ boolean-rappor; :func:`ldp_aggregator.estimators.estimate_rappor_candidates` for
     :class:`~ldp_aggregator.server.BackgroundServer`, or an existing one at ``server``), a campaign created
     with ``Analyst.CreateCampaign``, clients in worker processes (``multiprocessing`` *spawn* context)
     that draw values, encode them and submit them over gRPC in batches with unique batch ids, and the
-    estimate read back with ``Analyst.GetEstimate``.
+    estimate read back with ``Analyst.GetEstimate``. An existing server is reached with the config's
+    ``access`` (TLS material, and an admin token for the Analyst calls) and ``reporter_access`` (a
+    reporter token for the clients' Collector calls), read once by the caller and pickled to the workers
+    (:class:`ldp_aggregator.client_access.ClientAccess`).
 
     Which client code the workers run (``grpc_client``):
 
@@ -76,6 +79,7 @@ from ldp_aggregator.accumulators import (
     accumulator_for,
     add_columns,
 )
+from ldp_aggregator.client_access import ClientAccess
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
 from ldp_aggregator.support import SupportCountAccumulator
 from ldp_client.errors import InvalidParameterError, LdpError
@@ -173,16 +177,28 @@ class SimulationError(LdpError):
     """A simulation could not run to the end (aggregator unreachable, a batch refused, a worker failed).
 
     ``status`` is the gRPC status name when the aggregator answered with an error or could not be reached
-    (``"UNAVAILABLE"``), else None; ``ldp-sim`` picks its exit code from it.
+    (``"UNAVAILABLE"``), else None; ``ldp-sim`` picks its exit code from it. ``call`` names the refused
+    call as ``Service.Method`` (``"Analyst.CreateCampaign"``, ``"Collector.Submit"``) and ``details`` is the
+    server's own message, so that ``ldp-sim`` can say which of its options fixes a refused token.
     """
 
-    def __init__(self, message: str, status: str | None = None) -> None:
+    def __init__(
+        self, message: str, status: str | None = None, *, call: str | None = None, details: str = ""
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.call = call
+        self.details = details
 
-    def __reduce__(self) -> tuple[type[SimulationError], tuple[str, str | None]]:
-        # Raised in worker processes and pickled back: keep the status.
-        return (type(self), (str(self), self.status))
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Raised in worker processes and pickled back: keep the status, the call and the details.
+        return (_rebuild_simulation_error, (str(self), self.status, self.call, self.details))
+
+
+def _rebuild_simulation_error(
+    message: str, status: str | None, call: str | None, details: str
+) -> SimulationError:
+    return SimulationError(message, status, call=call, details=details)
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -258,6 +274,12 @@ class SimulationConfig:
         workers: gRPC runner: client worker processes.
         batch_size: gRPC runner: reports per submitted batch.
         grpc_client: gRPC runner: ``batch`` or ``reporter`` (module docstring).
+        access: with ``server``: the access token and TLS material of the Analyst calls (create the
+            campaigns, read their estimates: an ADMIN token), from
+            :func:`ldp_aggregator.client_access.read_client_access`. None: plaintext, no token.
+        reporter_access: with ``server``: those of the clients' Collector calls (submit the reports: a
+            REPORTER token, not limited to campaigns, since the campaign ids are made up per run; an admin
+            token may not submit). None: the same as ``access``.
     """
 
     mechanism: str
@@ -278,6 +300,8 @@ class SimulationConfig:
     workers: int = 2
     batch_size: int = DEFAULT_BATCH_SIZE
     grpc_client: GrpcClient = "batch"
+    access: ClientAccess | None = None
+    reporter_access: ClientAccess | None = None
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISM_NAMES and self.mechanism != AUTO_MECHANISM:  # issue 6: auto
@@ -330,6 +354,14 @@ class SimulationConfig:
             host, sep, port = self.server.rpartition(":") if isinstance(self.server, str) else ("", "", "")
             if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
                 raise InvalidParameterError("server", self.server, "HOST:PORT with a port in [1, 65535]")
+        for name in ("access", "reporter_access"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, ClientAccess):
+                raise InvalidParameterError(name, type(value).__name__, "a ClientAccess or None")
+            if value is not None and self.server is None:
+                raise InvalidParameterError(
+                    name, value, "None without server (the in-process aggregator needs no token or TLS)"
+                )
         _check_int("workers", self.workers, 1, 256)
         _check_int("batch_size", self.batch_size, 1, 1_000_000)
         if self.grpc_client not in GRPC_CLIENTS:
@@ -777,22 +809,23 @@ class _Task:
     domain_size: int
     labels: tuple[str, ...]
     client: GrpcClient
+    access: ClientAccess | None = None  # the Collector calls' token and TLS material (read by the parent)
 
 
-_WORKER_CHANNELS: dict[str, Any] = {}
+_WORKER_CHANNELS: dict[tuple[str, ClientAccess | None], Any] = {}
 
 
-def _collector(target: str) -> Any:
+def _collector(target: str, access: ClientAccess | None) -> Any:
     """The worker process's Collector stub for ``target`` (one channel per process, reused by its tasks)."""
-    stub = _WORKER_CHANNELS.get(target)
+    stub = _WORKER_CHANNELS.get((target, access))
     if stub is None:
-        import grpc
-
         from ldp_client._proto.ldp.v1 import services_pb2_grpc
 
-        channel = grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20)])
+        channel = (access or ClientAccess()).channel(
+            target, options=[("grpc.max_send_message_length", 64 << 20)]
+        )
         stub = services_pb2_grpc.CollectorStub(channel)
-        _WORKER_CHANNELS[target] = stub
+        _WORKER_CHANNELS[(target, access)] = stub
     return stub
 
 
@@ -809,8 +842,12 @@ def _submit(stub: Any, msg: Any) -> int:
             code = exc.code()
             if code not in retry or attempt == _SUBMIT_ATTEMPTS - 1:
                 # grpc's exception objects do not pickle: send plain text back to the parent process.
+                details = exc.details() or ""
                 raise SimulationError(
-                    f"Submit of batch {msg.batch_id!r} failed: {code.name}: {exc.details()}", code.name
+                    f"Submit of batch {msg.batch_id!r} failed: {code.name}: {details}",
+                    code.name,
+                    call="Collector.Submit",
+                    details=details,
                 ) from None
             time.sleep(0.1 * 2**attempt)
     raise SimulationError(f"Submit of batch {msg.batch_id!r} failed")  # unreachable
@@ -822,7 +859,7 @@ def _grpc_task(task: _Task) -> tuple[NDArray[np.int64], int]:
         return _reporter_task(task)
     from ldp_client import wire
 
-    stub = _collector(task.target)
+    stub = _collector(task.target, task.access)
     rng = np.random.default_rng(task.seed)
     counts = np.zeros(task.domain_size, dtype=np.int64)
     accepted = 0
@@ -849,26 +886,32 @@ def _reporter_task(task: _Task) -> tuple[NDArray[np.int64], int]:
     as_bool = isinstance(task.params, BinaryRRParams)
     # The reporter refuses a campaign above max_epsilon: allow this campaign's (float-rounded) epsilon.
     max_eps = float(task.params.epsilon) * (1.0 + 1e-9) + 1e-12
+    access = task.access or ClientAccess()
     with tempfile.TemporaryDirectory(prefix="ldp-sim-reporter-") as state:
-        reporter = Reporter(
-            task.target,
-            task.campaign_id,
-            max_epsilon=max_eps,
-            state_dir=state,
-            batch_size=task.batch_size,
-            max_pending=task.n_users + 1,  # never drop a simulated user's value
-        )
         try:
-            for values in task.population.iter_values(
-                task.n_users, task.domain_size, rng, chunk_size=task.batch_size
-            ):
-                counts += np.bincount(values, minlength=task.domain_size)
-                for v in values.tolist():  # one call per user, as an app would: the point of this client
-                    reporter.report(v == 1 if as_bool else v)
-            settled = reporter.flush(timeout=600.0)
-            stats = reporter.stats()
-        finally:
-            reporter.close(timeout=5.0)
+            reporter = Reporter(
+                task.target,
+                task.campaign_id,
+                max_epsilon=max_eps,
+                state_dir=state,
+                batch_size=task.batch_size,
+                max_pending=task.n_users + 1,  # never drop a simulated user's value
+                channel_credentials=access.credentials(),
+                metadata=access.metadata(),
+            )
+            try:
+                for values in task.population.iter_values(
+                    task.n_users, task.domain_size, rng, chunk_size=task.batch_size
+                ):
+                    counts += np.bincount(values, minlength=task.domain_size)
+                    for v in values.tolist():  # one call per user, as an app would: the point of this client
+                        reporter.report(v == 1 if as_bool else v)
+                settled = reporter.flush(timeout=600.0)
+                stats = reporter.stats()
+            finally:
+                reporter.close(timeout=5.0)
+        except LdpError as exc:
+            raise _reporter_failure(task, exc) from None
     if not settled or stats.rejected_batches or stats.dropped_overflow or stats.dropped_invalid:
         raise SimulationError(
             f"reporter task {task.task_index}: not all reports were acknowledged (settled={settled}, "
@@ -876,6 +919,22 @@ def _reporter_task(task: _Task) -> tuple[NDArray[np.int64], int]:
             f"last error={stats.last_error!r})"
         )
     return counts, int(stats.sent_reports)
+
+
+def _reporter_failure(task: _Task, exc: LdpError) -> SimulationError:
+    """A Reporter's error as a SimulationError (which pickles back to the parent; the client's errors
+    need not), keeping the status of a refused token (AccessDeniedError, also as the cause of a loss)."""
+    from ldp_client.errors import AccessDeniedError
+
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, AccessDeniedError):
+        cause = cause.__cause__ or cause.__context__
+    message = f"reporter task {task.task_index}: {exc}"
+    if isinstance(cause, AccessDeniedError):
+        # The reporter names its calls "GetCampaign('id')" and "Submit to 'id'": keep the method.
+        call = "Collector." + cause.call.partition("(")[0].partition(" ")[0]
+        return SimulationError(message, cause.code, call=call, details=cause.details)
+    return SimulationError(message)
 
 
 def _outcome_from_proto(
@@ -936,7 +995,10 @@ def _rpc_error(what: str, target: str, exc: grpc.RpcError) -> SimulationError:
     details = exc.details() if hasattr(exc, "details") else str(exc)
     name = code.name if code is not None else "ERROR"
     return SimulationError(
-        f"{what} on the aggregator at {target} failed: {name}: {details}", None if code is None else name
+        f"{what} on the aggregator at {target} failed: {name}: {details}",
+        None if code is None else name,
+        call=f"Analyst.{what}",
+        details=details or "",
     )
 
 
@@ -975,11 +1037,15 @@ class AggregatorSession:
 
 
 @contextlib.contextmanager
-def aggregator_session(server: str | None) -> Iterator[AggregatorSession]:
+def aggregator_session(
+    server: str | None, access: ClientAccess | None = None, reporter_access: ClientAccess | None = None
+) -> Iterator[AggregatorSession]:
     """The aggregator a grpc-mode simulation reports to (closed, and stopped if started here, on exit).
 
     ``server`` None starts an in-process aggregator on a fresh SQLite file in a temporary directory (both
-    gone on exit); otherwise ``HOST:PORT`` of a running one. Waits until the channel is ready.
+    gone on exit); otherwise ``HOST:PORT`` of a running one, reached with ``access`` (TLS material, and
+    the token of the Analyst stub) and ``reporter_access`` (the token of the Collector stub; None: that of
+    ``access``), over one connection. Waits until the channel is ready.
 
     Raises:
         SimulationError: the aggregator cannot be reached.
@@ -988,6 +1054,9 @@ def aggregator_session(server: str | None) -> Iterator[AggregatorSession]:
 
     from ldp_aggregator.server import BackgroundServer, ServerConfig
     from ldp_client._proto.ldp.v1 import services_pb2_grpc
+
+    access = access or ClientAccess()
+    reporter_access = reporter_access or access
 
     with contextlib.ExitStack() as stack:
         if server is None:
@@ -999,7 +1068,7 @@ def aggregator_session(server: str | None) -> Iterator[AggregatorSession]:
             target = background.target
         else:
             target = server
-        channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 256 << 20)])
+        channel = access.open_channel(target, options=[("grpc.max_receive_message_length", 256 << 20)])
         stack.callback(channel.close)
         try:
             grpc.channel_ready_future(channel).result(timeout=_CONNECT_TIMEOUT_S)
@@ -1010,8 +1079,8 @@ def aggregator_session(server: str | None) -> Iterator[AggregatorSession]:
             ) from None
         yield AggregatorSession(
             target=target,
-            analyst=services_pb2_grpc.AnalystStub(channel),
-            collector=services_pb2_grpc.CollectorStub(channel),
+            analyst=services_pb2_grpc.AnalystStub(access.authorize(channel)),
+            collector=services_pb2_grpc.CollectorStub(reporter_access.authorize(channel)),
         )
 
 
@@ -1029,7 +1098,7 @@ def _run_grpc(
     labels = prep.value_labels if isinstance(params, RapporParams) else ()
     outcomes: list[_Outcome] = []
     with contextlib.ExitStack() as stack:
-        session = stack.enter_context(aggregator_session(cfg.server))
+        session = stack.enter_context(aggregator_session(cfg.server, cfg.access, cfg.reporter_access))
         target, analyst = session.target, session.analyst
         pool = stack.enter_context(
             ProcessPoolExecutor(max_workers=cfg.workers, mp_context=multiprocessing.get_context("spawn"))
@@ -1069,6 +1138,7 @@ def _run_grpc(
                     domain_size=prep.domain_size,
                     labels=labels,
                     client=cfg.grpc_client,
+                    access=cfg.reporter_access or cfg.access,
                 )
                 futures.append(pool.submit(_grpc_task, task))
             counts = np.zeros(prep.domain_size, dtype=np.int64)

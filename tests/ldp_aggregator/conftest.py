@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,23 @@ import pytest
 
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_client._proto.ldp.v1 import services_pb2_grpc
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_log_handler() -> Iterator[None]:
+    """Undo ``configure_logging`` after a test that ran ``serve`` in process (through typer's CliRunner).
+
+    It puts a handler on the root logger that writes to that run's stderr, a stream closed once the run
+    is over; left there, every later in-process server's log line becomes a "Logging error" traceback
+    in whatever a later test captures (seen in tests/simulations/test_access.py).
+    """
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in before:  # configure_logging's
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 class Running:

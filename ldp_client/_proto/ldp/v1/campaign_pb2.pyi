@@ -158,6 +158,7 @@ class RapporParams(google.protobuf.message.Message):
     F_FIELD_NUMBER: builtins.int
     P_FIELD_NUMBER: builtins.int
     Q_FIELD_NUMBER: builtins.int
+    ALLOW_F_ZERO_FIELD_NUMBER: builtins.int
     k: builtins.int
     """Bloom filter size in bits, 1 <= k <= 4096. A packed report is ceil(k/8) bytes."""
     h: builtins.int
@@ -167,13 +168,20 @@ class RapporParams(google.protobuf.message.Message):
     f: builtins.float
     """PRR: each Bloom bit is replaced by a fair coin with probability f, 0 <= f < 1. Recommended: f = 0.5
     (the RAPPOR paper's standard; f = 0.25 for less noise). An unset f means f = 0: no permanent randomized
-    response, so repeated reports of one value reveal it (epsilon_inf = +inf); the Python client refuses
-    to create such parameters unless explicitly opted in. Always set f.
+    response, so repeated reports of one value reveal it (epsilon_inf = +inf); a server refuses to create
+    such a campaign unless allow_f_zero is true (the Python client refuses such parameters unless opted
+    in too). Always set f.
     """
     p: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 0); p < q. Recommended with f = 0.5: p = 0.5, q = 0.75."""
     q: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 1); p < q."""
+    allow_f_zero: builtins.bool
+    """Explicit opt-in to f = 0 (no permanent randomized response, epsilon_inf = +inf). A server refuses to
+    CREATE a campaign whose f quantizes to 0 (an unset f included) with INVALID_ARGUMENT naming rappor.f,
+    unless this is true; it is ignored when f > 0. Campaigns stored before this field existed still load
+    and answer. Unset (false) adds no bytes: messages without the opt-in are unchanged.
+    """
     def __init__(
         self,
         *,
@@ -183,8 +191,9 @@ class RapporParams(google.protobuf.message.Message):
         f: builtins.float = ...,
         p: builtins.float = ...,
         q: builtins.float = ...,
+        allow_f_zero: builtins.bool = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["f", b"f", "h", b"h", "k", b"k", "m", b"m", "p", b"p", "q", b"q"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["allow_f_zero", b"allow_f_zero", "f", b"f", "h", b"h", "k", b"k", "m", b"m", "p", b"p", "q", b"q"]) -> None: ...
 
 global___RapporParams = RapporParams
 
@@ -200,6 +209,7 @@ class BasicRapporParams(google.protobuf.message.Message):
     F_FIELD_NUMBER: builtins.int
     P_FIELD_NUMBER: builtins.int
     Q_FIELD_NUMBER: builtins.int
+    ALLOW_F_ZERO_FIELD_NUMBER: builtins.int
     f: builtins.float
     """PRR randomization probability, 0 <= f < 1; as RapporParams.f (recommended 0.5 or 0.25; unset means
     f = 0, epsilon_inf = +inf).
@@ -208,6 +218,10 @@ class BasicRapporParams(google.protobuf.message.Message):
     """IRR: P(reported bit = 1 | PRR bit = 0); p < q."""
     q: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 1); p < q."""
+    allow_f_zero: builtins.bool
+    """Explicit opt-in to f = 0, as RapporParams.allow_f_zero (creation refused without it, naming
+    basic_rappor.f).
+    """
     @property
     def domain(self) -> global___Domain:
         """The domain of size d; a report has k = d bits, bit i standing for the value with index i."""
@@ -219,9 +233,10 @@ class BasicRapporParams(google.protobuf.message.Message):
         f: builtins.float = ...,
         p: builtins.float = ...,
         q: builtins.float = ...,
+        allow_f_zero: builtins.bool = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["domain", b"domain", "f", b"f", "p", b"p", "q", b"q"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["allow_f_zero", b"allow_f_zero", "domain", b"domain", "f", b"f", "p", b"p", "q", b"q"]) -> None: ...
 
 global___BasicRapporParams = BasicRapporParams
 
@@ -236,6 +251,7 @@ class BooleanRapporParams(google.protobuf.message.Message):
     F_FIELD_NUMBER: builtins.int
     P_FIELD_NUMBER: builtins.int
     Q_FIELD_NUMBER: builtins.int
+    ALLOW_F_ZERO_FIELD_NUMBER: builtins.int
     f: builtins.float
     """PRR randomization probability, 0 <= f < 1; as RapporParams.f (recommended 0.5 or 0.25; unset means
     f = 0, epsilon_inf = +inf).
@@ -244,14 +260,19 @@ class BooleanRapporParams(google.protobuf.message.Message):
     """IRR: P(reported bit = 1 | PRR bit = 0); p < q."""
     q: builtins.float
     """IRR: P(reported bit = 1 | PRR bit = 1); p < q."""
+    allow_f_zero: builtins.bool
+    """Explicit opt-in to f = 0, as RapporParams.allow_f_zero (creation refused without it, naming
+    boolean_rappor.f).
+    """
     def __init__(
         self,
         *,
         f: builtins.float = ...,
         p: builtins.float = ...,
         q: builtins.float = ...,
+        allow_f_zero: builtins.bool = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["f", b"f", "p", b"p", "q", b"q"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["allow_f_zero", b"allow_f_zero", "f", b"f", "p", b"p", "q", b"q"]) -> None: ...
 
 global___BooleanRapporParams = BooleanRapporParams
 
