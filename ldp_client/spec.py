@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ldp_client.secret import ClientSecret
 
 __all__ = [
+    "LAYOUT_SUMS",
     "BitsView",
     "CountsView",
     "Kind",
@@ -131,6 +132,16 @@ class Layout:
     def support(cls, size: int) -> Layout:
         """The number of reports and, for each of ``size`` items, the reports that support it."""
         return cls("support", (size,), 8 * size + _ACCUMULATOR_OVERHEAD)
+
+
+LAYOUT_SUMS: dict[LayoutKind, tuple[str, ...]] = {
+    "counts": ("counts",),
+    "bits": ("cohort_reports", "ones"),
+    "support": ("reports", "support"),
+}
+"""The sums each layout's accumulator holds: the attributes its view protocol shows (:class:`CountsView`,
+:class:`BitsView`, :class:`SupportView`), in the order a :class:`SumSampler` returns them (one field: the
+array itself; several: a tuple)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,6 +451,11 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """The value a device encodes for item ``index`` of :meth:`items` (rr: False/True; grr: the label
         or integer)."""
         raise NotImplementedError
+
+    def inputs(self, params: P) -> tuple[Any, ...]:
+        """Every value a device may encode, for exhaustive checks at small parameters; by default the
+        input of each item of :meth:`items`, in item order."""
+        return tuple(self.input_value(params, i) for i in range(len(self.items(params))))
 
     def support_rates(self, params: P) -> tuple[Rates, Rates]:
         """``(p*, q*)`` of the items (scalars or one per item; :class:`Support`). Kind.SUPPORT only."""
