@@ -84,6 +84,8 @@ def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowFi
     """The fields of one row, in row order; ``prefix`` places a paired side under ``paired.first``."""
     spec = registry.find(params)
     if spec is not None:
+        if not prefix:
+            return list(spec.row_fields(params))
         return [RowField((*prefix, *f.path), f.width, f.packed) for f in spec.row_fields(params)]
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):

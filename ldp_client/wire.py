@@ -1,4 +1,9 @@
-"""The only place that converts between ldp_client objects and the ``ldp.v1`` protobuf messages.
+"""The entry point of every conversion between ldp_client objects and the ``ldp.v1`` protobuf messages.
+
+Every function asks :mod:`ldp_client.registry` first: a registered mechanism converts with its spec's codec
+methods (``spec.params_to_proto``, ``spec.batch_from_proto``, ...; built from :mod:`ldp_client.codecs`),
+and this module adds what is common (ids, counts, the payload member). The mechanisms not yet registered are
+converted by the code below that lookup (and by ``_oracle_wire``, ``_numeric_wire``, ``_paired_wire``).
 
 * Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
   :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;

@@ -271,6 +271,9 @@ def sample_grr_counts(
     return truthful + spread_uniform_others(c - truthful, g)
 
 
+_ROW_FIELDS = (RowField(("grr_indices",), 4),)  # the journal row: the u32 index
+
+
 class GRRSpec(MechanismSpec[GRRParams]):
     """Generalized randomized response for every layer (:mod:`ldp_client.spec`).
 
@@ -348,7 +351,7 @@ class GRRSpec(MechanismSpec[GRRParams]):
         return np.array([index_value(f"reports[{i}]", r, d) for i, r in enumerate(reports)], dtype=np.int64)
 
     def row_fields(self, params: GRRParams) -> tuple[RowField, ...]:
-        return (RowField((self.wire.batch,), 4),)
+        return _ROW_FIELDS
 
     def row_packer(self, params: GRRParams) -> Callable[[Any], bytes]:
         return pack_u32_row

@@ -272,6 +272,7 @@ def sample_rr_counts(
 
 
 _ITEMS = ("no", "yes")
+_ROW_FIELDS = (RowField(("rr_answers",), 1, packed=True),)  # the journal row: one byte, 0 or 1
 
 
 class BinaryRRSpec(MechanismSpec[BinaryRRParams]):
@@ -343,7 +344,7 @@ class BinaryRRSpec(MechanismSpec[BinaryRRParams]):
         return np.array([bool_value(f"reports[{i}]", r) for i, r in enumerate(reports)], dtype=np.bool_)
 
     def row_fields(self, params: BinaryRRParams) -> tuple[RowField, ...]:
-        return (RowField((self.wire.batch,), 1, packed=True),)
+        return _ROW_FIELDS
 
     def row_packer(self, params: BinaryRRParams) -> Callable[[Any], bytes]:
         return pack_flag_row
