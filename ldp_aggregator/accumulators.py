@@ -2,7 +2,15 @@
 
 Every estimator in :mod:`ldp_aggregator.estimators` is a function of these sums only, so ingest,
 simulation and scale-out all reduce to "map batches to accumulators, merge, estimate" (the design of
-PipelineDP's accumulators). Two shapes cover the mechanisms implemented so far:
+PipelineDP's accumulators).
+
+A mechanism registered in :mod:`ldp_client.registry` names its accumulator by *layout*
+(:class:`ldp_client.spec.Layout`): :data:`LAYOUT_ACCUMULATORS` maps the layout kind to the class
+(``counts`` -> :class:`CountAccumulator`, ``bits`` -> :class:`BitCountAccumulator`, ``support`` ->
+:class:`~ldp_aggregator.support.SupportCountAccumulator`), and every function below creates, checks and
+feeds such a campaign's accumulator through that table and the spec (``spec.layout(params)``,
+``spec.layout_batch(params, columns)``), never by mechanism. Mechanisms not yet registered are still handled
+by the older code below the registry lookup of each function. The two layouts defined here:
 
 - :class:`CountAccumulator`: how many reports took each value. Binary RR uses size 2 (index 0 = "no",
   1 = "yes"); GRR uses the domain size d.
@@ -34,7 +42,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast
 
 import numpy as np
 
@@ -53,36 +61,40 @@ from ldp_aggregator.paired_accumulator import (
     paired_accumulator_for,
 )
 from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator, batch_support
-from ldp_client.errors import InvalidReportError, LdpError
+from ldp_client import registry
+from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     MAX_COHORTS,
     MAX_DOMAIN_SIZE,
     MAX_RAPPOR_BITS,
     BasicRapporParams,
-    BinaryRRParams,
     BooleanRapporParams,
     FrequencyOracleParams,
-    GRRParams,
     HadamardParams,
     PairedParams,
     RapporParams,
     SetValuedParams,
+    UnportedParams,
 )
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ldp_client.params import MechanismParams
+    from ldp_client.spec import Layout
 
 __all__ = [
+    "LAYOUT_ACCUMULATORS",
     "Accumulator",
     "BitCountAccumulator",
     "BitRows",
     "CorruptAccumulatorError",
     "CountAccumulator",
+    "LayoutAccumulator",
     "accumulator_for",
     "accumulator_from_bytes",
+    "accumulator_from_sums",
     "accumulator_nbytes",
     "add_columns",
     "batch_delta",
@@ -271,6 +283,35 @@ class CountAccumulator:
 
     def copy(self) -> CountAccumulator:
         return CountAccumulator(self.counts)
+
+    # The ``counts`` layout (ldp_client.spec.Layout): shape (size,), standard input value indices (n,).
+    layout_kind: ClassVar[str] = "counts"
+
+    @classmethod
+    def of_shape(cls, shape: tuple[int, ...]) -> CountAccumulator:
+        """The empty accumulator of a ``counts`` layout of shape ``(size,)``."""
+        (size,) = shape
+        return cls.zero(size)
+
+    @classmethod
+    def from_sums(cls, sums: Any) -> CountAccumulator:
+        """The accumulator holding a ``counts`` layout's sums: the number of reports of each value."""
+        return cls(sums)
+
+    @classmethod
+    def delta_of(cls, shape: tuple[int, ...], batch: Any) -> CountAccumulator:
+        """What one batch (the layout's standard input) adds: a fresh accumulator with it added."""
+        delta = cls.of_shape(shape)
+        delta.add_values(batch)
+        return delta
+
+    @property
+    def layout_shape(self) -> tuple[int, ...]:
+        return (self.size,)
+
+    def add_batch(self, batch: Any) -> None:
+        """Add a ``counts`` layout's standard input (reported value indices) in place: :meth:`add_values`."""
+        self.add_values(batch)
 
     def to_bytes(self) -> bytes:
         """The versioned, checksummed serialization described in the module docstring."""
@@ -583,6 +624,42 @@ class BitCountAccumulator:
     def copy(self) -> BitCountAccumulator:
         return BitCountAccumulator._trusted(self.cohort_reports.copy(), self.ones.copy())
 
+    # The ``bits`` layout (ldp_client.spec.Layout): shape (m, k), standard input (cohorts or None, bits).
+    layout_kind: ClassVar[str] = "bits"
+
+    @classmethod
+    def of_shape(cls, shape: tuple[int, ...]) -> BitCountAccumulator:
+        """The empty accumulator of a ``bits`` layout of shape ``(m, k)``."""
+        m, k = shape
+        return cls.zero(m, k)
+
+    @classmethod
+    def from_sums(cls, sums: Any) -> BitCountAccumulator:
+        """The accumulator holding a ``bits`` layout's sums ``(cohort_reports, ones)``."""
+        cohort_reports, ones = sums
+        return cls(cohort_reports, ones)
+
+    @classmethod
+    def delta_of(cls, shape: tuple[int, ...], batch: Any) -> BitCountAccumulator | BitRows:
+        """What one batch ``(cohorts, bits)`` adds: its :class:`BitRows` for at most 16 reports (no (m, k)
+        temporary: the single-report RPC's case), otherwise a fresh accumulator with the batch added."""
+        cohorts, bits = batch
+        m, k = shape
+        if np.shape(bits)[:1] and np.shape(bits)[0] <= _SMALL_BATCH:
+            return BitRows(m, k, bits, cohorts)
+        delta = cls.of_shape(shape)
+        delta.add_bits(bits, cohorts)
+        return delta
+
+    @property
+    def layout_shape(self) -> tuple[int, ...]:
+        return (self.m, self.k)
+
+    def add_batch(self, batch: Any) -> None:
+        """Add a ``bits`` layout's standard input ``(cohorts or None, bits)`` in place: :meth:`add_bits`."""
+        cohorts, bits = batch
+        self.add_bits(bits, cohorts)
+
     def to_bytes(self) -> bytes:
         """The versioned, checksummed serialization described in the module docstring."""
         payload = (
@@ -623,6 +700,39 @@ magic b"LDPM" and format; SupportCountAccumulator (frequency oracles, issue 6) i
 :mod:`ldp_aggregator.paired_accumulator`, with magic b"LDPP"."""
 
 
+class LayoutAccumulator(Protocol):
+    """The interface of a layout's accumulator class (:data:`LAYOUT_ACCUMULATORS`)."""
+
+    layout_kind: ClassVar[str]
+
+    @classmethod
+    def of_shape(cls, shape: tuple[int, ...]) -> Self: ...
+
+    @classmethod
+    def from_sums(cls, sums: Any) -> Self: ...
+
+    @classmethod
+    def delta_of(cls, shape: tuple[int, ...], batch: Any) -> Any: ...
+
+    @property
+    def layout_shape(self) -> tuple[int, ...]: ...
+
+    def add_batch(self, batch: Any) -> None: ...
+
+
+LAYOUT_ACCUMULATORS: Final[dict[str, type[LayoutAccumulator]]] = {
+    cls.layout_kind: cls for cls in (CountAccumulator, BitCountAccumulator, SupportCountAccumulator)
+}
+"""The accumulator class of each layout kind (:class:`ldp_client.spec.Layout`)."""
+
+
+def _layout_class(layout: Layout) -> type[LayoutAccumulator]:
+    cls = LAYOUT_ACCUMULATORS.get(layout.kind)
+    if cls is None:  # a spec names a layout this aggregator has no accumulator for
+        raise InvalidParameterError("layout", layout.kind, f"one of {', '.join(LAYOUT_ACCUMULATORS)}")
+    return cls
+
+
 def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
     """Decode either accumulator kind from :meth:`CountAccumulator.to_bytes`/``BitCountAccumulator``."""
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == MEAN_MAGIC:
@@ -638,16 +748,17 @@ def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
 
 
 def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[int, ...]]:
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism (e.g. grr as a set-valued campaign's inner oracle)
+        layout = spec.layout(params)
+        return cast("type[Accumulator]", _layout_class(layout)), layout.shape
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign sums its inner oracle's reports
         return _expected_shape(params.inner)
     if isinstance(params, HadamardParams):  # issue 6: counts of reported indices, decoded by a FWHT
         return CountAccumulator, (params.order,)
     if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss (ldp_aggregator.support)
         return SupportCountAccumulator, (params.domain.size,)
-    if isinstance(params, BinaryRRParams):
-        return CountAccumulator, (2,)
-    if isinstance(params, GRRParams):
-        return CountAccumulator, (params.domain.size,)
     if isinstance(params, RapporParams):
         return BitCountAccumulator, (params.m, params.k)
     if isinstance(params, BasicRapporParams):
@@ -663,6 +774,11 @@ def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[i
 
 def accumulator_for(params: MechanismParams) -> Accumulator:
     """The empty accumulator for a campaign's mechanism parameters."""
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its layout's accumulator
+        layout = spec.layout(params)
+        return cast(Accumulator, _layout_class(layout).of_shape(layout.shape))
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
         return mean_accumulator_for(params)
     if isinstance(params, PairedParams):  # issue 5: both sides' accumulators (and joint patterns)
@@ -682,6 +798,10 @@ def accumulator_nbytes(params: MechanismParams) -> int:
     whose accumulator would exceed its limit before allocating anything (the largest RAPPOR campaign the
     parameters allow, k = 4096 and m = 65536, would need 2 GiB).
     """
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its layout says
+        return spec.layout(params).nbytes
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # a few exact integers per attribute (ldp_aggregator.means)
         attributes = getattr(params, "d", 1)
         return 256 + 64 * attributes * (3 + len(params.layout.special_codes))
@@ -700,6 +820,20 @@ def accumulator_nbytes(params: MechanismParams) -> int:
 
 def check_matches(acc: Accumulator, params: MechanismParams) -> None:
     """Raise :class:`InvalidReportError` unless ``acc`` has the kind and shape ``params`` implies."""
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its layout's class and shape
+        layout = spec.layout(params)
+        expected = _layout_class(layout)
+        if isinstance(acc, tuple(LAYOUT_ACCUMULATORS.values())):
+            actual: object = cast(LayoutAccumulator, acc).layout_shape
+            if isinstance(acc, expected) and actual == layout.shape:
+                return
+            value = f"{type(acc).__name__} of shape {actual}"
+        else:  # numeric or paired, for a campaign of another layout
+            value = repr(acc)
+        allowed = f"a {expected.__name__} of shape {layout.shape} for mechanism {params.name!r}"
+        raise InvalidReportError("accumulator", value, allowed)
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
         check_mean_accumulator(acc, params)
         return
@@ -733,6 +867,12 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
     Raises:
         InvalidReportError: the accumulator does not belong to ``params``, or the batch is malformed.
     """
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: the layout's standard input, added by the layout's class
+        check_matches(acc, params)
+        cast(LayoutAccumulator, acc).add_batch(spec.layout_batch(params, columns))
+        return
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
         add_numeric_columns(check_mean_accumulator(acc, params), params, columns)
         return
@@ -753,17 +893,7 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
         n, support = batch_support(params, columns)
         cast(SupportCountAccumulator, acc).add_support(n, support)
         return
-    if isinstance(params, BinaryRRParams):
-        arr = np.asarray(columns)
-        if arr.dtype != np.bool_:
-            raise InvalidReportError("reports", str(arr.dtype), "a bool array (True = 'yes') for rr")
-        cast(CountAccumulator, acc).add_values(arr)  # check_matches guarantees the kind
-    elif isinstance(params, GRRParams):
-        arr = np.asarray(columns)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise InvalidReportError("reports", str(arr.dtype), "an integer array of domain indices for grr")
-        cast(CountAccumulator, acc).add_values(arr)
-    elif isinstance(params, RapporParams):
+    if isinstance(params, RapporParams):
         if not isinstance(columns, tuple) or len(columns) != 2:
             raise InvalidReportError("reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor")
         cohorts, bits = columns
@@ -782,6 +912,12 @@ def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
     Raises:
         InvalidReportError: the batch is malformed (as :func:`add_columns`).
     """
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its layout's class makes the increment
+        layout = spec.layout(params)
+        batch = spec.layout_batch(params, columns)
+        return cast("Accumulator | BitRows", _layout_class(layout).delta_of(layout.shape, batch))
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams):
         _, (m, k) = _expected_shape(params)
         if isinstance(params, RapporParams):
@@ -797,3 +933,18 @@ def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
     delta = accumulator_for(params)
     add_columns(delta, params, columns)
     return delta
+
+
+def accumulator_from_sums(params: MechanismParams, sums: Any) -> Accumulator:
+    """The accumulator of a registered mechanism's campaign holding ``sums`` (in its layout's form, as a
+    spec's exact sum sampler returns them: :class:`ldp_client.spec.SumSampler`).
+
+    Raises:
+        InvalidParameterError: ``params`` is not the parameters of a registered mechanism.
+        InvalidReportError: ``sums`` do not fit the layout.
+    """
+    spec = registry.spec_for(params)
+    layout = spec.layout(params)
+    acc = _layout_class(layout).from_sums(sums)
+    check_matches(cast(Accumulator, acc), params)
+    return cast(Accumulator, acc)

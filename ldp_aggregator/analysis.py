@@ -8,9 +8,9 @@ Analyst service and by ``ldp-aggregator estimate --db``; :func:`estimate_to_prot
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.estimators import (
@@ -23,11 +23,12 @@ from ldp_aggregator.estimators import (
 )
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
-from ldp_client import wire
+from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import estimates_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.numeric_params import NumericParams
-from ldp_client.params import PairedParams, RapporParams
+from ldp_client.params import PairedParams, RapporParams, UnportedParams
+from ldp_client.spec import Kind, MechanismSpec
 
 __all__ = ["CampaignEstimate", "estimate_campaign", "estimate_to_dict", "estimate_to_proto"]
 
@@ -77,6 +78,16 @@ def estimate_campaign(
     """
     conf = _check_confidence(confidence)
     params = info.params
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: what its kind estimates
+        estimate = _ESTIMATE_BY_KIND.get(spec.kind)
+        if estimate is None:
+            kinds = ", ".join(k.value for k in _ESTIMATE_BY_KIND)
+            raise InvalidParameterError(
+                "mechanism", params.name, f"a mechanism of a kind estimated here ({kinds})"
+            )
+        return estimate(spec, info, acc, candidates, conf, population_size)
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     frequencies: FrequencyEstimate | None = None
     bits: RapporBitEstimate | None = None
     means: MeansEstimate | None = None
@@ -137,6 +148,47 @@ def estimate_campaign(
         means=means,
         postprocessed=extra,
     )
+
+
+def _support_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+) -> CampaignEstimate:
+    """Kind SUPPORT: every item's frequency (:func:`estimate_frequencies`), and beside them their Norm-Sub
+    and clipped versions; no candidates, no population size."""
+    params = info.params
+    if population_size:
+        raise InvalidParameterError(
+            "population_size",
+            population_size,
+            f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
+        )
+    if candidates:
+        raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {params.name}")
+    frequencies = estimate_frequencies(params, acc, confidence=confidence) if acc.n > 0 else None
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=frequencies,
+        rappor_bits=None,
+        # Issue 6: consistent (non-negative, summing to the total) versions of a full-domain estimate.
+        postprocessed=() if frequencies is None else postprocess(frequencies, params),
+    )
+
+
+_EstimateFn = Callable[
+    [MechanismSpec[Any], wire.CampaignInfo, Accumulator, Sequence[str], float, "int | None"], CampaignEstimate
+]
+# What an analyst gets for a registered mechanism, by its kind (ldp_client.spec.Kind).
+_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {Kind.SUPPORT: _support_estimate}
 
 
 def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:

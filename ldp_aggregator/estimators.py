@@ -13,7 +13,10 @@ reports out of n,
 
 (the variance of C_v is exactly sum_i pi_i (1 - pi_i) over the n fixed reporters, pi_i in {p*, q*}).
 The target is the count c_v among the n reporters (a fixed finite population). Binary RR, GRR, basic
-RAPPOR and boolean RAPPOR are pure; so are OUE, OLH, SS and HR.
+RAPPOR and boolean RAPPOR are pure; so are OUE, OLH, SS and HR. A mechanism registered in
+:mod:`ldp_client.registry` of kind ``SUPPORT`` gives its support counts and rates as a
+:class:`ldp_client.spec.Support` (``spec.support(params, acc)``) and :func:`estimate_support` is its one
+estimator; the rates may differ between items (binary RR's "no" and "yes").
 
 String RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014) is decoded at the bit level per cohort
 (:func:`estimate_rappor_bits`, after Google's ``analysis/R/decode.R``) and for a candidate dictionary by
@@ -27,26 +30,26 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ldp_aggregator.accumulators import (
     Accumulator,
     BitCountAccumulator,
-    CountAccumulator,
     check_matches,
 )
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
-    BinaryRRParams,
     FrequencyOracleParams,
-    GRRParams,
     PairedParams,
     RapporParams,
+    UnportedParams,
 )
+from ldp_client.spec import Kind, Rates, Support
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
@@ -62,6 +65,7 @@ __all__ = [
     "estimate_frequencies",
     "estimate_rappor_bits",
     "estimate_rappor_candidates",
+    "estimate_support",
     "normal_quantile",
     "pure_oracle_arrays",
     "pure_oracle_estimate",
@@ -159,6 +163,29 @@ def _check_rates(p_star: float, q_star: float) -> tuple[float, float]:
     return float(p_star), float(q_star)
 
 
+def _check_item_rates(p_star: Rates, q_star: Rates, items: int) -> tuple[NDArray[np.float64], ...]:
+    """Per-item rates (a scalar applies to every item) as float64 arrays of length ``items``."""
+    out = []
+    for name, rates in (("p_star", p_star), ("q_star", q_star)):
+        try:
+            arr = np.asarray(rates, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(name, rates, "probabilities in [0, 1]") from None
+        if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != items):
+            raise InvalidParameterError(name, arr.shape, f"a probability or {items} (one per item)")
+        if arr.size and not (np.isfinite(arr).all() and float(arr.min()) >= 0 and float(arr.max()) <= 1):
+            bad = arr[~(np.isfinite(arr) & (arr >= 0) & (arr <= 1))].ravel()[0]
+            raise InvalidParameterError(name, float(bad), "probabilities in [0, 1]")
+        out.append(np.broadcast_to(arr, (items,)))
+    equal = out[0] == out[1]
+    if equal.any():
+        i = int(np.argmax(equal))
+        raise InvalidParameterError(
+            f"p_star[{i}]", float(out[0][i]), f"a probability different from q_star[{i}]={float(out[1][i])!r}"
+        )
+    return out[0], out[1]
+
+
 def _check_n(n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, int | np.integer):
         raise InvalidParameterError("n_reports", n, "an integer >= 1")
@@ -170,8 +197,8 @@ def _check_n(n: object) -> int:
 def pure_oracle_arrays(
     support_counts: ArrayLike,
     n: int,
-    p_star: float,
-    q_star: float,
+    p_star: Rates,
+    q_star: Rates,
     confidence: float = 0.95,
 ) -> OracleArrays:
     """Vectorised pure frequency-oracle estimate (Wang et al., USENIX Security 2017, §4).
@@ -180,8 +207,9 @@ def pure_oracle_arrays(
         support_counts: C_v, the number of reports supporting each item (ints, or floats for exact
             expected-count tests), each in [0, n].
         n: number of reports.
-        p_star: P(a report supports v | the value is v).
-        q_star: P(a report supports v | the value is not v); must differ from p_star.
+        p_star: P(a report supports v | the value is v): one number for every item, or one per item.
+        q_star: P(a report supports v | the value is not v), likewise; must differ from p_star (item by
+            item). Per-item rates give each item exactly what a call with that item's scalar rates gives.
         confidence: two-sided confidence level of the intervals.
 
     Returns:
@@ -224,7 +252,10 @@ def pure_oracle_arrays(
     with [0, n] keeps its coverage).
     """
     n = _check_n(n)
-    p, q = _check_rates(p_star, q_star)
+    # Sequences or arrays of rates: one per item. Anything else is checked as one rate for all items.
+    per_item = np.ndim(p_star) > 0 or np.ndim(q_star) > 0
+    if not per_item:
+        p, q = _check_rates(p_star, q_star)  # type: ignore[arg-type]  # not sequences: checked as numbers
     z = normal_quantile(confidence)
     sup = np.asarray(support_counts, dtype=np.float64)
     if sup.ndim != 1:
@@ -232,9 +263,22 @@ def pure_oracle_arrays(
     if sup.size and (not np.isfinite(sup).all() or float(sup.min()) < 0 or float(sup.max()) > n):
         bad = sup[~(np.isfinite(sup) & (sup >= 0) & (sup <= n))][0]
         raise InvalidReportError("support_counts", float(bad), f"counts in [0, n={n}]")
+    if per_item:
+        # The same arithmetic element by element (each item's result equals a scalar call's, bit for bit).
+        pa, qa = _check_item_rates(p_star, q_star, sup.shape[0])
+        swap = pa < qa  # count non-supporting reports for these items (as below)
+        return _oracle_math(
+            np.where(swap, n - sup, sup), n, np.where(swap, 1.0 - pa, pa), np.where(swap, 1.0 - qa, qa), z
+        )
     if p < q:
         # Count non-supporting reports instead: same estimator, same variance, and p* > q* below.
         sup, p, q = n - sup, 1.0 - p, 1.0 - q
+    return _oracle_math(sup, n, p, q, z)
+
+
+def _oracle_math(sup: NDArray[np.float64], n: int, p: Any, q: Any, z: float) -> OracleArrays:
+    """The estimate, standard error and interval of :func:`pure_oracle_arrays` for oriented rates p > q
+    (floats, or float64 arrays with one rate per item)."""
     delta = p - q
     count = (sup - n * q) / delta
     # The unclipped estimate keeps the variance estimate unbiased and positive (docstring).
@@ -288,6 +332,53 @@ def _items(labels: Sequence[str], res: OracleArrays, n: int) -> tuple[ItemEstima
     )
 
 
+def estimate_support(
+    support: Support, *, mechanism: str, epsilon: float, confidence: float = 0.95
+) -> FrequencyEstimate:
+    """Frequency estimates of every item of a :class:`~ldp_client.spec.Support`: the one pure-oracle
+    estimator of the registered mechanisms of kind SUPPORT.
+
+    count_hat_v = (C_v - n q*)/(p* - q*) with standard error sqrt(n q*(1-q*) + count_hat_v (p*-q*)
+    (1-p*-q*))/|p* - q*| and the continuity-corrected score interval of :func:`pure_oracle_arrays`, each
+    item with its own rates when they differ (Wang et al., USENIX Security 2017, §4).
+
+    Args:
+        support: labels, support counts, number of reports and rates (``spec.support(params, acc)``).
+        mechanism: the mechanism's name, for the result.
+        epsilon: the per-report epsilon, for the result.
+        confidence: two-sided level of the intervals.
+
+    Raises:
+        NoReportsError: ``support.n`` is 0.
+        InvalidParameterError: bad rates or confidence, or as many labels as counts.
+    """
+    n = support.n
+    if n == 0:
+        raise NoReportsError(0)
+    res = pure_oracle_arrays(support.counts, n, support.p_star, support.q_star, confidence)
+    if len(support.labels) != res.count.shape[0]:
+        raise InvalidParameterError(
+            "labels", len(support.labels), f"{res.count.shape[0]} labels (one per count)"
+        )
+    return FrequencyEstimate(
+        mechanism=mechanism,
+        n=n,
+        epsilon=epsilon,
+        epsilon_inf=support.epsilon_inf,
+        confidence=float(confidence),
+        items=_items(support.labels, res, n),
+    )
+
+
+# Why a registered mechanism of another kind has no per-item frequencies (what to use instead).
+_NO_FREQUENCIES: dict[Kind, str] = {
+    Kind.RAPPOR: "rr, grr, basic-rappor or boolean-rappor (string RAPPOR needs candidates: "
+    "use estimate_rappor_candidates)",
+    Kind.MEAN: "a frequency mechanism (numeric ones: ldp_aggregator.means.estimate_means)",
+    Kind.PAIRED: "one variable (paired: use EstimateAssociation)",
+}
+
+
 def estimate_frequencies(
     params: MechanismParams, acc: Accumulator, *, confidence: float = 0.95
 ) -> FrequencyEstimate:
@@ -295,9 +386,10 @@ def estimate_frequencies(
 
     Support sets and rates per mechanism:
 
-    - rr (items "no", "yes"): "yes" is supported by a yes report, p* = P(yes|yes), q* = P(yes|no);
-      "no" by a no report, p* = 1 - P(yes|no), q* = 1 - P(yes|yes).
-    - grr (domain labels): v is supported by the report v, p* = p, q* = (1-p)/(d-1).
+    - rr and grr, and every registered mechanism of kind SUPPORT: its ``spec.support`` and
+      :func:`estimate_support` (rr, items "no" and "yes": "yes" is supported by a yes report, p* =
+      P(yes|yes), q* = P(yes|no); "no" by a no report, p* = 1 - P(yes|no), q* = 1 - P(yes|yes); grr,
+      the domain labels: v is supported by the report v, p* = p, q* = (1-p)/(d-1)).
     - basic-rappor (domain labels): v is supported by a report with bit v set, with RAPPOR's
       p* = q_star = P(bit 1 | Bloom bit 1) and q* = p_star = P(bit 1 | Bloom bit 0) (CCS 2014 names).
     - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = q_star,
@@ -312,6 +404,15 @@ def estimate_frequencies(
         InvalidReportError: ``acc`` does not belong to ``params``.
         NoReportsError: the accumulator is empty.
     """
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its Support, through the one pure-oracle estimator
+        if spec.kind is not Kind.SUPPORT:
+            raise InvalidParameterError("params", params.name, _NO_FREQUENCIES[spec.kind])
+        check_matches(acc, params)
+        return estimate_support(
+            spec.support(params, acc), mechanism=params.name, epsilon=params.epsilon, confidence=confidence
+        )
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: means, not frequencies
         raise InvalidParameterError(
             "params", params.name, "a frequency mechanism (numeric ones: ldp_aggregator.means.estimate_means)"
@@ -333,17 +434,7 @@ def estimate_frequencies(
     if n == 0:
         raise NoReportsError(0)
     epsilon_inf: float | None = None
-    if isinstance(params, BinaryRRParams):
-        counts = _counts(acc)
-        pyy, pyn = params.p_yes_given_yes, params.p_yes_given_no
-        no = pure_oracle_arrays(counts[:1], n, 1.0 - pyn, 1.0 - pyy, confidence)
-        yes = pure_oracle_arrays(counts[1:], n, pyy, pyn, confidence)
-        items = _items(("no",), no, n) + _items(("yes",), yes, n)
-    elif isinstance(params, GRRParams):
-        res = pure_oracle_arrays(_counts(acc), n, params.p, params.q, confidence)
-        labels = [params.domain.label(i) for i in range(params.domain.size)]
-        items = _items(labels, res, n)
-    elif isinstance(params, BasicRapporParams):
+    if isinstance(params, BasicRapporParams):
         res = pure_oracle_arrays(_ones(acc)[0], n, params.q_star, params.p_star, confidence)
         labels = [params.domain.label(i) for i in range(params.domain.size)]
         items = _items(labels, res, n)
@@ -365,12 +456,6 @@ def estimate_frequencies(
         confidence=float(confidence),
         items=items,
     )
-
-
-def _counts(acc: Accumulator) -> NDArray[np.int64]:
-    if not isinstance(acc, CountAccumulator):  # unreachable after check_matches; narrows the type
-        raise InvalidReportError("accumulator", type(acc).__name__, "a CountAccumulator")
-    return acc.counts
 
 
 def _ones(acc: Accumulator) -> NDArray[np.int64]:

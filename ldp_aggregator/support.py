@@ -157,6 +157,37 @@ class SupportCountAccumulator:
     def copy(self) -> SupportCountAccumulator:
         return SupportCountAccumulator._trusted(self.reports, self.support.copy())
 
+    # The ``support`` layout (ldp_client.spec.Layout): shape (size,), standard input (n, support counts).
+    layout_kind: ClassVar[str] = "support"
+
+    @classmethod
+    def of_shape(cls, shape: tuple[int, ...]) -> SupportCountAccumulator:
+        """The empty accumulator of a ``support`` layout of shape ``(size,)``."""
+        (size,) = shape
+        return cls.zero(size)
+
+    @classmethod
+    def from_sums(cls, sums: Any) -> SupportCountAccumulator:
+        """The accumulator holding a ``support`` layout's sums ``(reports, support)``."""
+        reports, support = sums
+        return cls(reports, support)
+
+    @classmethod
+    def delta_of(cls, shape: tuple[int, ...], batch: Any) -> SupportCountAccumulator:
+        """What one batch ``(n, support)`` adds: a fresh accumulator with it added."""
+        delta = cls.of_shape(shape)
+        delta.add_batch(batch)
+        return delta
+
+    @property
+    def layout_shape(self) -> tuple[int, ...]:
+        return (self.size,)
+
+    def add_batch(self, batch: Any) -> None:
+        """Add a ``support`` layout's standard input ``(n, support)`` in place: :meth:`add_support`."""
+        reports, support = batch
+        self.add_support(reports, support)
+
     def to_bytes(self) -> bytes:
         """The versioned, checksummed serialization of the module docstring."""
         body = _HEADER.pack(SUPPORT_MAGIC, FORMAT_VERSION, 0, 0, self.size, self.reports)

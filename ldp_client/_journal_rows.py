@@ -22,34 +22,36 @@ paired                      the first side's row, then the second side's
 set-valued                  the inner oracle's row
 ==========================  ====================================================================
 
-A row is described as a list of fields, each a slice of the row that goes to one column of the batch (a
-column may take several fields per row: multidim's k attributes). :func:`batch_from_rows` checks only the
-shape (whole rows, at least one); :func:`check_rows` checks every value by decoding each row back into an
-encoder output and validating it with :func:`ldp_client.wire.report_to_proto` (the same rules as the
-server), which the reporter does for journals recovered from disk.
+A row is described as a list of fields (:class:`ldp_client.codecs.RowField`), each a slice of the row that
+goes to one column of the batch (a column may take several fields per row: multidim's k attributes). A
+registered mechanism (:mod:`ldp_client.registry`) describes, packs and unpacks its own rows
+(``spec.row_fields``, ``spec.row_packer``, ``spec.row_unpacker``); the table above is the layouts they
+give. :func:`batch_from_rows` checks only the shape (whole rows, at least one); :func:`check_rows` checks
+every value by decoding each row back into an encoder output and validating it with
+:func:`ldp_client.wire.report_to_proto` (the same rules as the server), which the reporter does for
+journals recovered from disk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
-from ldp_client import _oracle_wire, wire
+from ldp_client import _oracle_wire, registry, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
+from ldp_client.codecs import RowField
 from ldp_client.errors import InvalidReportError
 from ldp_client.numeric_params import MultidimParams, NumericParams
 from ldp_client.params import (
     BasicRapporParams,
-    BinaryRRParams,
     BooleanRapporParams,
-    GRRParams,
     HadamardParams,
     MechanismParams,
     OLHParams,
     PairedParams,
     RapporParams,
     SetValuedParams,
+    UnportedParams,
 )
 
 __all__ = [
@@ -67,13 +69,6 @@ _TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")
 _FROM_ASCII = bytes.maketrans(b"01", b"\x00\x01")
 
 
-@dataclass(frozen=True, slots=True)
-class _Field:
-    path: tuple[str, ...]  # attribute path of the column in ReportBatch, e.g. ("rappor", "cohorts")
-    width: int  # bytes of this field in a row
-    packed: bool = False  # the column packs one bit per report (the field's first byte, 0 or 1)
-
-
 class _CohortBits(NamedTuple):
     cohort: int
     bits: int
@@ -85,30 +80,37 @@ class _HashReport(NamedTuple):
     bucket: int
 
 
-def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[_Field]:
+def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowField]:
     """The fields of one row, in row order; ``prefix`` places a paired side under ``paired.first``."""
+    spec = registry.find(params)
+    if spec is not None:
+        if not prefix:
+            return list(spec.row_fields(params))
+        return [RowField((*prefix, *f.path), f.width, f.packed) for f in spec.row_fields(params)]
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):
         return _layout(params.inner, prefix)
     if isinstance(params, PairedParams):
         return _layout(params.first, ("paired", "first")) + _layout(params.second, ("paired", "second"))
     field = wire.batch_field(params)
-    if isinstance(params, BinaryRRParams):
-        return [_Field((*prefix, field), 1, packed=True)]
-    if isinstance(params, GRRParams | HadamardParams):
-        return [_Field((*prefix, field), 4)]
+    if isinstance(params, HadamardParams):
+        return [RowField((*prefix, field), 4)]
     if isinstance(params, RapporParams):
-        return [_Field((*prefix, field, "cohorts"), 4), _Field((*prefix, field, "bits"), params.num_bytes)]
+        return [
+            RowField((*prefix, field, "cohorts"), 4),
+            RowField((*prefix, field, "bits"), params.num_bytes),
+        ]
     if isinstance(params, OLHParams):  # olh and blh
-        return [_Field((field, "a"), 8), _Field((field, "b"), 8), _Field((field, "buckets"), 4)]
+        return [RowField((field, "a"), 8), RowField((field, "b"), 8), RowField((field, "buckets"), 4)]
     if isinstance(params, MultidimParams):
-        pair = [_Field((field, "attributes"), 4), _Field((field, "codes"), 4)]
+        pair = [RowField((field, "attributes"), 4), RowField((field, "codes"), 4)]
         return pair * params.k
     if isinstance(params, NumericParams):
-        return [_Field((field,), 4, packed=params.name in _PACKED_NUMERIC)]
+        return [RowField((field,), 4, packed=params.name in _PACKED_NUMERIC)]
     if isinstance(params, BasicRapporParams | BooleanRapporParams):
-        return [_Field((*prefix, field), params.num_bytes)]
+        return [RowField((*prefix, field), params.num_bytes)]
     # oue, sue, ss: d-bit rows
-    return [_Field((field,), (params.domain.size + 7) // 8)]
+    return [RowField((field,), (params.domain.size + 7) // 8)]
 
 
 def row_bytes(params: MechanismParams) -> int:
@@ -118,6 +120,10 @@ def row_bytes(params: MechanismParams) -> int:
 
 def row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
     """The journal row of one per-report encoder output (layout in the module docstring)."""
+    spec = registry.find(params)
+    if spec is not None:
+        return spec.row_packer(params)
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):
         return row_packer(params.inner)
     if isinstance(params, _oracle_wire.SingleOracle):
@@ -125,10 +131,6 @@ def row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
     if isinstance(params, MultidimParams):
         return lambda r: b"".join(a.to_bytes(4, "little") + c.to_bytes(4, "little") for a, c in r)
     if isinstance(params, NumericParams):
-        return lambda r: r.to_bytes(4, "little")
-    if isinstance(params, BinaryRRParams):
-        return lambda r: b"\x01" if r else b"\x00"
-    if isinstance(params, GRRParams):
         return lambda r: r.to_bytes(4, "little")
     if isinstance(params, PairedParams):  # a PairedReport's two rows, first then second
         pack_first, pack_second = row_packer(params.first), row_packer(params.second)
@@ -243,14 +245,16 @@ def rows_from_batch(params: MechanismParams, msg: reports_pb2.ReportBatch) -> by
 
 def _row_unpacker(params: MechanismParams) -> Callable[[bytes], Any]:
     """Inverse of :func:`row_packer`: the encoder output a journal row stands for (to validate it)."""
+    spec = registry.find(params)
+    if spec is not None:
+        return spec.row_unpacker(params)
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):
         return _row_unpacker(params.inner)
     if isinstance(params, PairedParams):
         cut = row_bytes(params.first)
         first, second = _row_unpacker(params.first), _row_unpacker(params.second)
         return lambda row: (first(row[:cut]), second(row[cut:]))
-    if isinstance(params, BinaryRRParams):
-        return lambda row: {0: False, 1: True}.get(row[0], row[0])  # not 0/1: an int, refused later
     if isinstance(params, RapporParams):
         return lambda row: _CohortBits(int.from_bytes(row[:4], "little"), int.from_bytes(row[4:], "little"))
     if isinstance(params, OLHParams):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client._scalars import bool_types, int_types
+from ldp_client.codecs import check_length, first_true
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import (
     DuchiParams,
@@ -245,24 +246,13 @@ def params_from_proto(campaign: campaign_pb2.Campaign, which: str) -> NumericPar
 # ------------------------------------------------------------------------------------------ columns
 
 
-def _first_true(mask: NDArray[np.bool_]) -> int:
-    import numpy as np
-
-    return int(np.argmax(mask))
-
-
 def _check_codes(codes: NDArray[Any], bound: int, field: str) -> None:
     if codes.size == 0:
         return
     if (codes.dtype.kind != "u" and int(codes.min()) < 0) or int(codes.max()) >= bound:
         flat = codes.ravel()
-        pos = _first_true((flat < 0) | (flat >= bound))
+        pos = first_true((flat < 0) | (flat >= bound))
         raise InvalidReportError(f"{field}[{pos}]", int(flat[pos]), f"a code in [0, {bound - 1}]")
-
-
-def _check_length(field: str, data: bytes, expected: int, how: str) -> None:
-    if len(data) != expected:
-        raise InvalidReportError(f"len({field})", len(data), f"{expected} bytes ({how})")
 
 
 def _check_attributes(attrs: NDArray[Any], d: int, field: str) -> None:
@@ -273,7 +263,7 @@ def _check_attributes(attrs: NDArray[Any], d: int, field: str) -> None:
     if attrs.shape[1] > 1:
         bad = np.asarray((np.diff(attrs.astype(np.int64), axis=1) <= 0).any(axis=1))
         if bad.any():
-            row = _first_true(bad)
+            row = first_true(bad)
             raise InvalidReportError(
                 f"{field}[{row}]",
                 attrs[row].tolist(),
@@ -284,7 +274,7 @@ def _check_attributes(attrs: NDArray[Any], d: int, field: str) -> None:
 def _unpack_bits(raw: bytes, n: int, field: str) -> NDArray[np.uint32]:
     import numpy as np
 
-    _check_length(field, raw, (n + 7) // 8, f"ceil(count/8) for count={n}")
+    check_length(field, raw, (n + 7) // 8, f"ceil(count/8) for count={n}")
     packed = np.frombuffer(raw, dtype=np.uint8)
     used = n % 8
     if used and packed[-1] >> used:
@@ -303,8 +293,8 @@ def batch_from_proto(msg: reports_pb2.ReportBatch, params: NumericParams, n: int
         k = params.k
         cols = msg.multidim
         how = f"4 * count * k for count={n}, k={k} little-endian uint32"
-        _check_length("multidim.attributes", cols.attributes, 4 * n * k, how)
-        _check_length("multidim.codes", cols.codes, 4 * n * k, how)
+        check_length("multidim.attributes", cols.attributes, 4 * n * k, how)
+        check_length("multidim.codes", cols.codes, 4 * n * k, how)
         attrs = np.frombuffer(cols.attributes, dtype=_U32_LE).reshape(n, k)
         codes = np.frombuffer(cols.codes, dtype=_U32_LE).reshape(n, k)
         _check_attributes(attrs, params.d, "multidim.attributes")
@@ -313,7 +303,7 @@ def batch_from_proto(msg: reports_pb2.ReportBatch, params: NumericParams, n: int
     raw = getattr(msg, field)
     if params.name in _PACKED:
         return _unpack_bits(raw, n, field)
-    _check_length(field, raw, 4 * n, f"4 * count for count={n} little-endian uint32")
+    check_length(field, raw, 4 * n, f"4 * count for count={n} little-endian uint32")
     codes = np.frombuffer(raw, dtype=_U32_LE)
     _check_codes(codes, params.layout.num_codes, field)
     return codes.astype(np.uint32, copy=False)

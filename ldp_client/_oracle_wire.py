@@ -26,19 +26,24 @@ below g, indices below K, and for ss the number of set bits of every row.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ldp_client import registry
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
-from ldp_client._scalars import bool_types, int_types
+from ldp_client.codecs import (
+    as_int,
+    check_indices,
+    check_length,
+    decode_index_column,
+    domain_from_proto,
+    domain_to_proto,
+    first_true,
+)
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import (
-    MAX_DOMAIN_SIZE,
     BLHParams,
-    Domain,
     FrequencyOracleParams,
-    GRRParams,
     HadamardParams,
     InnerOracleParams,
     OLHParams,
@@ -112,28 +117,11 @@ _U64_LE: Final = "<u8"
 # ------------------------------------------------------------------------------------------ parameters
 
 
-def _domain_to_proto(domain: Domain) -> campaign_pb2.Domain:
-    return campaign_pb2.Domain(size=domain.size, labels=domain.labels or ())
-
-
-def _domain_from_proto(msg: campaign_pb2.Domain) -> Domain:
-    size, labels = msg.size, tuple(msg.labels)
-    if not 2 <= size <= MAX_DOMAIN_SIZE:
-        raise InvalidParameterError("domain.size", size, f"an integer in [2, {MAX_DOMAIN_SIZE}]")
-    if labels and len(labels) != size:
-        raise InvalidParameterError(
-            "domain.labels", f"<{len(labels)} labels>", f"none, or exactly domain.size={size} labels"
-        )
-    try:
-        return Domain(size=size, labels=labels or None)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError("domain.labels", exc.value, exc.allowed) from exc
-
-
 def _single_to_proto(params: InnerOracleParams) -> tuple[str, Any]:
-    dom = _domain_to_proto(params.domain)
-    if isinstance(params, GRRParams):
-        return "grr", campaign_pb2.GRRParams(domain=dom, truth_probability=params.truth_probability)
+    spec = registry.find(params)
+    if spec is not None:  # a registered inner oracle (grr)
+        return spec.wire.campaign, spec.params_to_proto(params)
+    dom = domain_to_proto(params.domain)
     if isinstance(params, OUEParams | SUEParams):
         return params.name, campaign_pb2.UnaryEncodingParams(domain=dom, p=params.p, q=params.q)
     if isinstance(params, OLHParams):
@@ -151,7 +139,7 @@ def params_to_proto(params: FrequencyOracleParams) -> tuple[str, OracleMessage]:
     """``(Campaign.mechanism member, message)`` of an issue-6 frequency oracle."""
     if isinstance(params, SetValuedParams):
         inner_field, inner = _single_to_proto(params.inner)
-        msg = campaign_pb2.SetValuedParams(domain=_domain_to_proto(params.domain), max_items=params.max_items)
+        msg = campaign_pb2.SetValuedParams(domain=domain_to_proto(params.domain), max_items=params.max_items)
         getattr(msg, inner_field).CopyFrom(inner)
         return "set_valued", msg
     _, message = _single_to_proto(params)
@@ -159,9 +147,10 @@ def params_to_proto(params: FrequencyOracleParams) -> tuple[str, OracleMessage]:
 
 
 def _single_from_proto(which: str, msg: Any) -> InnerOracleParams:
-    dom = _domain_from_proto(msg.domain)
-    if which == "grr":
-        return GRRParams(domain=dom, truth_probability=msg.truth_probability)
+    spec = registry.find_member(which)
+    if spec is not None:  # a registered inner oracle (grr)
+        return spec.params_from_proto(msg)  # type: ignore[no-any-return]
+    dom = domain_from_proto(msg.domain)
     if which == "oue":
         return OUEParams(domain=dom, p=msg.p, q=msg.q)
     if which == "sue":
@@ -187,31 +176,10 @@ def params_from_proto(campaign: campaign_pb2.Campaign, which: str) -> FrequencyO
         inner = _single_from_proto(inner_which, getattr(msg, inner_which))
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"inner.{inner_which}.{exc.field}", exc.value, exc.allowed) from exc
-    return SetValuedParams(domain=_domain_from_proto(msg.domain), max_items=msg.max_items, inner=inner)
+    return SetValuedParams(domain=domain_from_proto(msg.domain), max_items=msg.max_items, inner=inner)
 
 
 # ------------------------------------------------------------------------------------ column checks
-
-
-def _first_true(mask: NDArray[np.bool_]) -> int:
-    import numpy as np
-
-    return int(np.argmax(mask))
-
-
-def _check_length(field: str, data: bytes, expected: int, how: str) -> None:
-    if len(data) != expected:
-        raise InvalidReportError(f"len({field})", len(data), f"{expected} bytes ({how})")
-
-
-def _check_below(values: NDArray[Any], bound: int, field: str, what: str) -> None:
-    """Every (unsigned or non-negative) value < bound; otherwise name the first bad one and its position."""
-    if values.size == 0:
-        return
-    too_low = values.dtype.kind != "u" and int(values.min()) < 0
-    if too_low or int(values.max()) >= bound:
-        pos = _first_true((values < 0) | (values >= bound))
-        raise InvalidReportError(f"{field}[{pos}]", int(values[pos]), f"{what} in [0, {bound - 1}]")
 
 
 def _check_rows(
@@ -226,7 +194,7 @@ def _check_rows(
         pad = 0xFF & ~((1 << used) - 1)
         bad = (rows[:, -1] & pad) != 0
         if bad.any():
-            row = _first_true(bad)
+            row = first_true(bad)
             raise InvalidReportError(
                 f"{field}[{row}][{rows.shape[1] - 1}]",
                 int(rows[row, -1]),
@@ -236,7 +204,7 @@ def _check_rows(
         counts = np.bitwise_count(rows).sum(axis=1, dtype=np.int64)
         bad = counts != params.k
         if bad.any():
-            row = _first_true(bad)
+            row = first_true(bad)
             raise InvalidReportError(
                 f"{field}[{row}]", f"<{int(counts[row])} bits set>", f"exactly k={params.k} bits set"
             )
@@ -256,25 +224,19 @@ def batch_from_proto(
     field = BATCH_FIELD[params.name]
     if isinstance(params, OLHParams):
         cols = getattr(msg, field)
-        _check_length(f"{field}.a", cols.a, 8 * n, f"8 * count for count={n} little-endian uint64")
-        _check_length(f"{field}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
-        _check_length(
-            f"{field}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32"
-        )
+        check_length(f"{field}.a", cols.a, 8 * n, f"8 * count for count={n} little-endian uint64")
+        check_length(f"{field}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
+        check_length(f"{field}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32")
         buckets = np.frombuffer(cols.buckets, dtype=_U32_LE)
-        _check_below(buckets, params.g, f"{field}.buckets", "a bucket")
+        check_indices(buckets, params.g, f"{field}.buckets", "a bucket")
         a = np.frombuffer(cols.a, dtype=_U64_LE).astype(np.uint64, copy=False)
         b = np.frombuffer(cols.b, dtype=_U64_LE).astype(np.uint64, copy=False)
         return a, b, buckets.astype(np.uint32, copy=False)
     if isinstance(params, HadamardParams):
-        raw = msg.hr_indices
-        _check_length(field, raw, 4 * n, f"4 * count for count={n} little-endian uint32")
-        indices = np.frombuffer(raw, dtype=_U32_LE)
-        _check_below(indices, params.order, field, "an index")
-        return indices.astype(np.int64)
+        return decode_index_column(msg.hr_indices, n, params.order, field)
     raw = getattr(msg, field)
     nbytes = (params.domain.size + 7) // 8
-    _check_length(field, raw, n * nbytes, f"count * ceil(d/8) = {n} * {nbytes}")
+    check_length(field, raw, n * nbytes, f"count * ceil(d/8) = {n} * {nbytes}")
     rows = np.frombuffer(raw, dtype=np.uint8).reshape(n, nbytes)
     _check_rows(rows, params, field)
     return rows
@@ -318,7 +280,7 @@ def batch_to_proto(
                 )
         if not np.issubdtype(y.dtype, np.integer) or y.shape[0] != n:
             raise InvalidReportError(f"{field}.buckets", f"{y.dtype}{y.shape}", f"integers of shape ({n},)")
-        _check_below(y, params.g, f"{field}.buckets", "a bucket")
+        check_indices(y, params.g, f"{field}.buckets", "a bucket")
         msg.count = n
         cols = getattr(msg, field)
         cols.a = a.astype(_U64_LE).tobytes()
@@ -330,7 +292,7 @@ def batch_to_proto(
         if not np.issubdtype(idx.dtype, np.integer):
             raise InvalidReportError(field, str(idx.dtype), "an integer dtype")
         _check_count(idx.shape[0])
-        _check_below(idx, params.order, field, "an index")
+        check_indices(idx, params.order, field, "an index")
         msg.count = idx.shape[0]
         msg.hr_indices = idx.astype(_U32_LE).tobytes()
         return
@@ -347,16 +309,10 @@ def batch_to_proto(
 # ------------------------------------------------------------------------------------ single reports
 
 
-def _as_int(field: str, value: object, allowed: str) -> int:
-    if isinstance(value, bool_types()) or not isinstance(value, int_types()):
-        raise InvalidReportError(field, value, allowed)
-    return operator.index(value)
-
-
 def _bits_value(field: str, report: object, params: OUEParams | SUEParams | SubsetSelectionParams) -> bytes:
     d = params.domain.size
     allowed = f"an integer in [0, 2**{d}) (bit i = value i)"
-    value = _as_int(field, report, allowed)
+    value = as_int(field, report, allowed)
     if not 0 <= value < 1 << d:
         raise InvalidReportError(field, value, allowed)
     if isinstance(params, SubsetSelectionParams) and value.bit_count() != params.k:
@@ -370,12 +326,12 @@ def _hash_value(field: str, report: object, params: OLHParams) -> tuple[int, int
     if a is missing or b is missing or y is missing:
         raise InvalidReportError(field, report, "a LocalHashReport(a, b, bucket)")
     seed = "an integer in [0, 2**64)"
-    av = _as_int(f"{field}.a", a, seed)
-    bv = _as_int(f"{field}.b", b, seed)
+    av = as_int(f"{field}.a", a, seed)
+    bv = as_int(f"{field}.b", b, seed)
     for name, v in (("a", av), ("b", bv)):
         if not 0 <= v < 1 << 64:
             raise InvalidReportError(f"{field}.{name}", v, seed)
-    yv = _as_int(f"{field}.bucket", y, f"a bucket in [0, {params.g - 1}]")
+    yv = as_int(f"{field}.bucket", y, f"a bucket in [0, {params.g - 1}]")
     if not 0 <= yv < params.g:
         raise InvalidReportError(f"{field}.bucket", yv, f"a bucket in [0, {params.g - 1}]")
     return av, bv, yv
@@ -383,7 +339,7 @@ def _hash_value(field: str, report: object, params: OLHParams) -> tuple[int, int
 
 def _hr_value(field: str, report: object, params: HadamardParams) -> int:
     allowed = f"an index in [0, {params.order - 1}]"
-    j = _as_int(field, report, allowed)
+    j = as_int(field, report, allowed)
     if not 0 <= j < params.order:
         raise InvalidReportError(field, j, allowed)
     return j
@@ -428,7 +384,7 @@ def report_from_proto(
         return np.array([msg.hr_index], dtype=np.int64)
     raw = getattr(msg, field)
     nbytes = (params.domain.size + 7) // 8
-    _check_length(field, raw, nbytes, f"ceil(d/8) for d={params.domain.size}")
+    check_length(field, raw, nbytes, f"ceil(d/8) for d={params.domain.size}")
     rows = np.frombuffer(raw, dtype=np.uint8).reshape(1, nbytes)
     _check_rows(rows, params, field)
     return rows

@@ -24,13 +24,13 @@ import math
 import warnings
 from dataclasses import dataclass
 
+from ldp_client import registry
 from ldp_client._oracle_math import oracle_variance
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import (
     MAX_DOMAIN_SIZE,
     BLHParams,
     Domain,
-    GRRParams,
     HadamardParams,
     InnerOracleParams,
     OLHParams,
@@ -101,8 +101,9 @@ class AutoChoice:
 
 
 def _build(name: str, domain: Domain, epsilon: float) -> InnerOracleParams:
-    if name == "grr":
-        return GRRParams.from_epsilon(domain, epsilon)
+    spec = registry.find_named(name)
+    if spec is not None:  # a registered candidate (grr): at epsilon, as make_params builds it
+        return spec.make(epsilon=epsilon, domain=domain, fields={})  # type: ignore[no-any-return]
     if name == "oue":
         return OUEParams.from_epsilon(domain, epsilon)
     if name == "sue":

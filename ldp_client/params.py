@@ -9,12 +9,11 @@ constructors round toward privacy: the effective epsilon never exceeds the reque
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from ldp_client import _oracle_math, privacy
+from ldp_client import _oracle_math, privacy, registry
 from ldp_client._prob import (
     PROB_ONE,
     largest_threshold,
@@ -24,7 +23,18 @@ from ldp_client._prob import (
     smallest_threshold,
     threshold_to_probability,
 )
-from ldp_client.errors import DomainError, InvalidParameterError, PrivacyQuantizationWarning
+from ldp_client.domain import MAX_DOMAIN_SIZE, Domain
+from ldp_client.domain import check_epsilon as _check_epsilon
+from ldp_client.domain import int_field as _int_field
+from ldp_client.domain import make_by_fields as _make_by_fields
+from ldp_client.domain import no_more_fields as _no_more_fields
+from ldp_client.domain import pair_rounding_note as _pair_rounding_note
+from ldp_client.domain import report_quantization as _report_quantization
+from ldp_client.domain import require_domain as _require_domain
+from ldp_client.domain import take_field as _take
+from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.grr import GRRParams
+from ldp_client.mechanisms.rr import BinaryRRParams
 from ldp_client.numeric_params import (  # issue 6: numeric mechanisms (own module)
     NUMERIC_PARAM_CLASSES,
     DuchiParams,
@@ -70,6 +80,7 @@ __all__ = [
     "SUEParams",
     "SetValuedParams",
     "SubsetSelectionParams",
+    "UnportedParams",
     "make_params",
     "oracle_rates",
     "oracle_report_bits",
@@ -78,234 +89,6 @@ __all__ = [
 MAX_RAPPOR_BITS = 4096
 MAX_RAPPOR_HASHES = 16
 MAX_COHORTS = 1 << 16
-MAX_DOMAIN_SIZE = 1 << 24
-# A from_epsilon request is "met" when quantization lowers epsilon by at most this (relative) amount.
-_EPSILON_REL_TOLERANCE = 1e-6
-
-
-def _check_epsilon(epsilon: float) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
-        raise InvalidParameterError("epsilon", epsilon, "a finite number > 0")
-    if not math.isfinite(epsilon) or epsilon <= 0:
-        raise InvalidParameterError("epsilon", epsilon, "a finite number > 0")
-    return float(epsilon)
-
-
-def _pair_rounding_note(low: tuple[str, float, int], high: tuple[str, float, int]) -> str:
-    """Why ``low < high`` failed although the values as written satisfy it: both were rounded."""
-    (lname, lvalue, lt), (hname, hvalue, ht) = low, high
-    if not lvalue < hvalue:
-        return ""
-    return (
-        f" (probabilities are rounded to multiples of 2**-32: {lname}={lvalue!r} becomes "
-        f"{threshold_to_probability(lt)!r} and {hname}={hvalue!r} becomes {threshold_to_probability(ht)!r}; "
-        f"make them differ by at least 2**-32, about 2.3e-10)"
-    )
-
-
-def _report_quantization(requested: float, effective: float) -> None:
-    if requested - effective > _EPSILON_REL_TOLERANCE * max(1.0, requested):
-        warnings.warn(
-            f"epsilon={requested!r} cannot be met exactly with 32-bit probabilities; "
-            f"the mechanism guarantees epsilon={effective!r} instead",
-            PrivacyQuantizationWarning,
-            stacklevel=3,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Domain:
-    """A declared, finite domain: labels (strings) or the integers 0..size-1.
-
-    Values outside the domain are rejected by :meth:`index`, never mapped to another value.
-    """
-
-    size: int
-    labels: tuple[str, ...] | None = None
-    _index: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.size, bool) or not isinstance(self.size, int):
-            raise InvalidParameterError("domain", self.size, f"an integer size in [2, {MAX_DOMAIN_SIZE}]")
-        if not 2 <= self.size <= MAX_DOMAIN_SIZE:
-            raise InvalidParameterError("domain", self.size, f"a size in [2, {MAX_DOMAIN_SIZE}]")
-        index: dict[str, int] = {}
-        if self.labels is not None:
-            if len(self.labels) != self.size:
-                raise InvalidParameterError("domain", self.labels, f"{self.size} labels")
-            for i, label in enumerate(self.labels):
-                if not isinstance(label, str):
-                    raise InvalidParameterError("domain", label, "labels that are strings")
-                if label in index:
-                    raise InvalidParameterError("domain", label, "distinct labels (this one is repeated)")
-                index[label] = i
-        object.__setattr__(self, "_index", index)
-
-    @classmethod
-    def of(cls, spec: int | Iterable[str] | Domain) -> Domain:
-        """A domain from a size ``d`` (values 0..d-1) or from a sequence of distinct string labels."""
-        if isinstance(spec, Domain):
-            return spec
-        if isinstance(spec, bool):
-            raise InvalidParameterError("domain", spec, "a size or a sequence of labels")
-        if isinstance(spec, int):
-            return cls(size=spec)
-        if isinstance(spec, str | bytes):
-            raise InvalidParameterError("domain", spec, "a size or a sequence of labels, not one string")
-        try:
-            labels = tuple(spec)
-        except TypeError:
-            raise InvalidParameterError("domain", spec, "a size or a sequence of labels") from None
-        if len(labels) < 2:
-            raise InvalidParameterError("domain", labels, "at least 2 values")
-        return cls(size=len(labels), labels=labels)
-
-    def index(self, value: object, field_name: str = "value") -> int:
-        """The index of ``value``; raises :class:`DomainError` if it is not in the domain."""
-        if self.labels is None:
-            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < self.size:
-                return value
-            raise DomainError(field_name, value, f"an integer in [0, {self.size - 1}]")
-        if isinstance(value, str):
-            i = self._index.get(value)
-            if i is not None:
-                return i
-        raise DomainError(field_name, value, f"one of the {self.size} declared labels")
-
-    def label(self, index: int) -> str:
-        """Display label of an index (the label, or the integer as a string)."""
-        return self.labels[index] if self.labels is not None else str(index)
-
-
-@dataclass(frozen=True, kw_only=True)
-class BinaryRRParams:
-    """Binary randomized response as a two-coin survey (Warner, JASA 1965).
-
-    The first coin is heads with ``truth_probability`` a: answer truthfully. Otherwise answer a second
-    coin, "yes" with ``yes_probability`` b. So P(yes|yes) = a + (1-a) b and P(yes|no) = (1-a) b.
-    Warner's form (truthful w.p. p = e^eps/(1+e^eps), else the opposite) is a = 2p - 1 = tanh(eps/2),
-    b = 1/2; the classic two fair coins (a = b = 1/2) is ln 3-LDP.
-    """
-
-    name: ClassVar[str] = "rr"
-    truth_probability: float
-    yes_probability: float = 0.5
-    truth_threshold: int = field(init=False, repr=False, compare=False)
-    yes_threshold: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        a = quantize_probability("truth_probability", self.truth_probability)
-        b = quantize_probability("yes_probability", self.yes_probability)
-        if not 0 < a < PROB_ONE:
-            raise InvalidParameterError(
-                "truth_probability",
-                self.truth_probability,
-                "a probability in (0, 1) (0 reveals nothing)"
-                + rounding_note("truth_probability", self.truth_probability, a),
-            )
-        if not 0 < b < PROB_ONE:
-            raise InvalidParameterError(
-                "yes_probability",
-                self.yes_probability,
-                "a probability in (0, 1)" + rounding_note("yes_probability", self.yes_probability, b),
-            )
-        object.__setattr__(self, "truth_threshold", a)
-        object.__setattr__(self, "yes_threshold", b)
-
-    @classmethod
-    def from_epsilon(cls, epsilon: float) -> BinaryRRParams:
-        """Warner's RR at ``epsilon``: truthful w.p. tanh(eps/2), rounded toward privacy (the largest
-        threshold A with ln((2**32 + A) / (2**32 - A)) <= eps, decided exactly)."""
-        eps = _check_epsilon(epsilon)
-        a = largest_threshold(
-            lambda t: ratio_within_exp(PROB_ONE + t, PROB_ONE - t, eps),
-            math.floor(math.tanh(eps / 2.0) * PROB_ONE),
-            1,
-            PROB_ONE - 1,
-        )
-        if a == 0:
-            raise InvalidParameterError("epsilon", epsilon, "a value whose truth probability exceeds 2**-32")
-        params = cls(truth_probability=threshold_to_probability(a), yes_probability=0.5)
-        _report_quantization(eps, params.epsilon)
-        return params
-
-    @classmethod
-    def two_coin(cls, truth_probability: float = 0.5, yes_probability: float = 0.5) -> BinaryRRParams:
-        """The two-coin survey; the defaults (two fair coins) give epsilon = ln 3."""
-        return cls(truth_probability=truth_probability, yes_probability=yes_probability)
-
-    @property
-    def p_yes_given_yes(self) -> float:
-        a = threshold_to_probability(self.truth_threshold)
-        return a + (1.0 - a) * threshold_to_probability(self.yes_threshold)
-
-    @property
-    def p_yes_given_no(self) -> float:
-        a = threshold_to_probability(self.truth_threshold)
-        return (1.0 - a) * threshold_to_probability(self.yes_threshold)
-
-    @property
-    def epsilon(self) -> float:
-        return privacy.binary_channel_epsilon(self.p_yes_given_yes, self.p_yes_given_no)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GRRParams:
-    """k-ary (generalized) randomized response over a declared domain of size d.
-
-    Report the true value w.p. p, otherwise a uniformly random *other* value; epsilon = ln(p(d-1)/(1-p)),
-    and p = e^eps/(e^eps + d - 1) at a given epsilon (Kairouz et al., ICML 2016; Wang et al., USENIX
-    Security 2017, "direct encoding").
-    """
-
-    name: ClassVar[str] = "grr"
-    domain: Domain
-    truth_probability: float
-    truth_threshold: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.domain, Domain):
-            object.__setattr__(self, "domain", Domain.of(self.domain))
-        t = quantize_probability("truth_probability", self.truth_probability)
-        d = self.domain.size
-        if not (t * d > PROB_ONE and t < PROB_ONE):
-            raise InvalidParameterError(
-                "truth_probability",
-                self.truth_probability,
-                f"a probability in (1/d, 1) = ({1 / d}, 1)"
-                + rounding_note("truth_probability", self.truth_probability, t),
-            )
-        object.__setattr__(self, "truth_threshold", t)
-
-    @classmethod
-    def from_epsilon(cls, domain: int | Sequence[str] | Domain, epsilon: float) -> GRRParams:
-        """GRR at ``epsilon``: p = e^eps/(e^eps + d - 1), rounded toward privacy (the largest threshold
-        T with ln(T (d-1) / (2**32 - T)) <= eps, decided exactly)."""
-        eps = _check_epsilon(epsilon)
-        dom = Domain.of(domain)
-        d = dom.size
-        t = _oracle_math.grr_like_threshold(d, eps)
-        if t == 0:
-            raise InvalidParameterError(
-                "epsilon", epsilon, f"a value large enough to be represented at d={d}"
-            )
-        params = cls(domain=dom, truth_probability=threshold_to_probability(t))
-        _report_quantization(eps, params.epsilon)
-        return params
-
-    @property
-    def p(self) -> float:
-        """P(report = v | value = v)."""
-        return threshold_to_probability(self.truth_threshold)
-
-    @property
-    def q(self) -> float:
-        """P(report = v | value != v) = (1-p)/(d-1)."""
-        return (1.0 - self.p) / (self.domain.size - 1)
-
-    @property
-    def epsilon(self) -> float:
-        return privacy.grr_epsilon(self.p, self.domain.size)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -509,38 +292,6 @@ def _as_domain(obj: _FrequencyOracle) -> None:
     # A size or labels given for the domain field becomes a Domain (as GRRParams does).
     if not isinstance(obj.domain, Domain):
         object.__setattr__(obj, "domain", Domain.of(obj.domain))
-
-
-def _int_field(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidParameterError(name, value, f"an integer in [{lo}, {hi}]")
-    return value
-
-
-def _take(fields: dict[str, object], name: str, kind: type, mechanism: str) -> object:
-    """Pop field ``name`` from a make_params ``fields`` dict, converting a string to ``kind``."""
-    raw = fields.pop(name)
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return kind(raw)
-    except ValueError:
-        allowed = "an integer" if kind is int else "a number" if kind is float else "a string"
-        raise InvalidParameterError(f"param {name}", raw, f"{allowed} (a field of {mechanism})") from None
-
-
-def _no_more_fields(fields: dict[str, object], mechanism: str, allowed: Sequence[str]) -> None:
-    if fields:
-        name = sorted(fields)[0]
-        raise InvalidParameterError(
-            f"param {name}", fields[name], f"a field of {mechanism}: {', '.join(allowed) or 'none'}"
-        )
-
-
-def _require_domain(domain: object, mechanism: str) -> Domain:
-    if domain is None:
-        raise InvalidParameterError("domain", None, f"a size or labels (required by {mechanism})")
-    return Domain.of(domain)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1265,6 +1016,28 @@ MechanismParams = (
     | MultidimParams
     | PairedParams
 )
+UnportedParams = (
+    RapporParams
+    | BasicRapporParams
+    | BooleanRapporParams
+    | OUEParams
+    | SUEParams
+    | OLHParams
+    | BLHParams
+    | SubsetSelectionParams
+    | HadamardParams
+    | SetValuedParams
+    | LaplaceParams
+    | DuchiParams
+    | PiecewiseParams
+    | HybridParams
+    | SRParams
+    | MultidimParams
+    | PairedParams
+)
+"""The parameters of mechanisms not yet registered in :mod:`ldp_client.registry`, which the facades still
+handle with their own code (the fallback after ``registry.find(params)`` returned None). It shrinks as
+mechanisms are ported and goes when the last one is."""
 MechanismName = Literal[
     "rr",
     "grr",
@@ -1288,8 +1061,9 @@ MechanismName = Literal[
 ]
 
 
+# Mechanisms not yet ported to a spec of ldp_client.registry, by name (the registered ones come first).
 _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
-    cls.name: cls for cls in (BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams)
+    cls.name: cls for cls in (RapporParams, BasicRapporParams, BooleanRapporParams)
 }
 _PARAM_CLASSES.update((cls.name, cls) for cls in (OUEParams, SUEParams, OLHParams, BLHParams))
 _PARAM_CLASSES.update((cls.name, cls) for cls in (SubsetSelectionParams, HadamardParams, SetValuedParams))
@@ -1298,28 +1072,8 @@ _PARAM_CLASSES[PairedParams.name] = PairedParams  # issue 5: association (two va
 AUTO_MECHANISM = "auto"
 """Not a mechanism: ``make_params("auto", ...)`` returns the lowest-variance frequency oracle
 (:func:`ldp_client.auto.choose_mechanism`)."""
-MECHANISM_NAMES: tuple[str, ...] = tuple(_PARAM_CLASSES)
-
-
-def _parse_bool(text: str) -> bool:
-    """``true``/``false`` (also ``yes``/``no``, ``1``/``0``, any case) from a command line or file."""
-    low = text.strip().lower()
-    if low in ("true", "yes", "1"):
-        return True
-    if low in ("false", "no", "0"):
-        return False
-    raise ValueError(text)
-
-
-def _tunable_fields(cls: type[MechanismParams]) -> dict[str, type]:
-    """Init fields settable by name (``--param NAME=VALUE``), with their value types."""
-    from dataclasses import fields
-
-    kinds: dict[str, type] = {}
-    for f in fields(cls):
-        if f.init and f.name != "domain":
-            kinds[f.name] = int if f.type in ("int", int) else bool if f.type in ("bool", bool) else float
-    return kinds
+MECHANISM_NAMES: tuple[str, ...] = registry.names() + tuple(_PARAM_CLASSES)
+"""Every mechanism ``make_params`` builds, in the order they are listed to users."""
 
 
 def make_params(
@@ -1346,6 +1100,9 @@ def make_params(
         InvalidParameterError: unknown mechanism or field, a value of the wrong type, or a combination
             the mechanism does not take (the message names it and lists what is allowed).
     """
+    spec = registry.find_named(mechanism)
+    if spec is not None:  # a registered mechanism builds its own parameters (ldp_client.registry)
+        return spec.make(epsilon=epsilon, domain=domain, fields=dict(fields or {}))  # type: ignore[no-any-return]
     if mechanism == PairedParams.name:  # issue 5: first=MECH, second=MECH, first.FIELD=..., second.FIELD=...
         return _make_paired(epsilon, domain, dict(fields or {}))
     if mechanism == AUTO_MECHANISM:  # issue 6: resolved here to the concrete parameters
@@ -1359,38 +1116,13 @@ def make_params(
         return cls._make(epsilon=epsilon, domain=domain, fields=dict(fields or {}))  # type: ignore[return-value]
     if cls in NUMERIC_PARAM_CLASSES:  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
         return make_numeric_params(mechanism, epsilon=epsilon, domain=domain, fields=dict(fields or {}))
-    kinds = _tunable_fields(cls)
-    kwargs: dict[str, object] = {}
-    for name, raw in (fields or {}).items():
-        if name not in kinds:
-            allowed = ", ".join(sorted(kinds)) or "none"
-            raise InvalidParameterError(f"param {name}", raw, f"a field of {mechanism}: {allowed}")
-        kind = kinds[name]
-        convert = _parse_bool if kind is bool else kind
-        try:
-            kwargs[name] = convert(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            what = {int: "an integer", bool: "true or false"}.get(kind, "a number")
-            raise InvalidParameterError(name, raw, what) from None
-    takes_domain = cls in (GRRParams, BasicRapporParams)
-    if takes_domain and domain is None:
-        raise InvalidParameterError("domain", None, f"a size or labels (required by {mechanism})")
-    if not takes_domain and domain is not None:
-        raise InvalidParameterError("domain", domain, f"nothing: {mechanism} has no declared domain")
-    if epsilon is not None:
-        if cls is BinaryRRParams and not kwargs:
-            return BinaryRRParams.from_epsilon(epsilon)
-        if cls is GRRParams and not kwargs and domain is not None:
-            return GRRParams.from_epsilon(domain, epsilon)
-        raise InvalidParameterError(
-            "epsilon",
-            epsilon,
-            "only for rr and grr without other fields (RAPPOR variants are set by f, p, q)",
-        )
-    if takes_domain:
-        kwargs["domain"] = Domain.of(domain)  # type: ignore[arg-type]
-    try:
-        return cls(**kwargs)  # type: ignore[arg-type]
-    except TypeError as exc:  # a required field is missing
-        needed = f"the fields {mechanism} needs ({exc})"
-        raise InvalidParameterError("params", sorted(kwargs), needed) from None
+    # The RAPPOR variants: their init fields by name, never epsilon.
+    return _make_by_fields(
+        cls,
+        mechanism,
+        epsilon=epsilon,
+        domain=domain,
+        fields=fields,
+        takes_domain=cls is BasicRapporParams,
+        from_epsilon=None,
+    )

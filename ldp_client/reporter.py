@@ -187,7 +187,7 @@ from typing import Any, Final, Literal, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
-from ldp_client import _journal_rows, _oracle_wire, wire
+from ldp_client import _journal_rows, _oracle_wire, registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2, services_pb2_grpc
 from ldp_client.campaign_file import load_campaign
 from ldp_client.errors import (
@@ -202,18 +202,14 @@ from ldp_client.errors import (
     LdpError,
     StateFileError,
 )
-from ldp_client.mechanisms.grr import GRREncoder
 from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import PairedEncoder
 from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
-from ldp_client.mechanisms.rr import BinaryRREncoder
 from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
-    BinaryRRParams,
     BooleanRapporParams,
-    GRRParams,
     MechanismParams,
     PairedParams,
     RapporParams,
@@ -620,16 +616,19 @@ def encoder_for(
     Raises:
         InvalidParameterError: a RAPPOR variant without a secret, or parameters of no known mechanism.
     """
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism (ldp_client.registry)
+        if secret is None and spec.needs_secret(params):
+            raise InvalidParameterError(
+                "secret", None, f"a ClientSecret (the {params.name} mechanism needs one)"
+            )
+        return spec.encoder(params, campaign_id=campaign_id, secret=secret)
     if isinstance(params, NumericParams):  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
         return numeric_encoder(params).encode
     if isinstance(params, SetValuedParams):  # issue 6: a set of values per report
         return SetValuedEncoder(params).encode
     if isinstance(params, _oracle_wire.SingleOracle):  # issue 6: oue, sue, olh, blh, ss, hr
         return oracle_encoder(params).encode
-    if isinstance(params, BinaryRRParams):
-        return BinaryRREncoder(params).encode
-    if isinstance(params, GRRParams):
-        return GRREncoder(params).encode
     if not isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
         raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
     if secret is None:

@@ -1,4 +1,9 @@
-"""The only place that converts between ldp_client objects and the ``ldp.v1`` protobuf messages.
+"""The entry point of every conversion between ldp_client objects and the ``ldp.v1`` protobuf messages.
+
+Every function asks :mod:`ldp_client.registry` first: a registered mechanism converts with its spec's codec
+methods (``spec.params_to_proto``, ``spec.batch_from_proto``, ...; built from :mod:`ldp_client.codecs`),
+and this module adds what is common (ids, counts, the payload member). The mechanisms not yet registered are
+converted by the code below that lookup (and by ``_oracle_wire``, ``_numeric_wire``, ``_paired_wire``).
 
 * Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
   :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;
@@ -35,30 +40,38 @@ Importing this module does not import numpy (the device's reporter uses the camp
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 
-from ldp_client import _numeric_wire, _oracle_wire, _paired_wire
+from ldp_client import _numeric_wire, _oracle_wire, _paired_wire, registry
 from ldp_client._prob import quantize_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
-from ldp_client._scalars import bool_types, int_types
+from ldp_client.codecs import (
+    as_array,
+    as_int,
+    check_bit_rows,
+    check_count,
+    check_indices,
+    check_length,
+    check_padding,
+    decode_bit_rows,
+    domain_from_proto,
+    domain_to_proto,
+    packed_value,
+)
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
 from ldp_client.params import (
     FREQUENCY_ORACLE_TYPES,
-    MAX_DOMAIN_SIZE,
     BasicRapporParams,
-    BinaryRRParams,
     BooleanRapporParams,
-    Domain,
     FrequencyOracleParams,
-    GRRParams,
     MechanismParams,
     PairedParams,
     RapporParams,
     SetValuedParams,
+    UnportedParams,
 )
 
 if TYPE_CHECKING:
@@ -126,28 +139,16 @@ class RapporReportLike(Protocol):
 
 
 # Oneof member of Campaign.mechanism, ReportBatch.payload and Report.value for each mechanism name
-# (ldp_client.params `name`). The three oneofs use the same field numbers for the same mechanism.
-_MECHANISM_FIELD: Final[dict[str, str]] = {
-    "rr": "rr",
-    "grr": "grr",
-    "rappor": "rappor",
-    "basic-rappor": "basic_rappor",
-    "boolean-rappor": "boolean_rappor",
-}
-_BATCH_FIELD: Final[dict[str, str]] = {
-    "rr": "rr_answers",
-    "grr": "grr_indices",
-    "rappor": "rappor",
-    "basic-rappor": "basic_bits",
-    "boolean-rappor": "boolean_bits",
-}
-_REPORT_FIELD: Final[dict[str, str]] = {
-    "rr": "rr_answer",
-    "grr": "grr_index",
-    "rappor": "rappor",
-    "basic-rappor": "basic_bits",
-    "boolean-rappor": "boolean_bits",
-}
+# (ldp_client.params `name`). The three oneofs use the same field numbers for the same mechanism. Registered
+# mechanisms (ldp_client.registry) name their own members (spec.wire); the tables list them too, first.
+_MECHANISM_FIELD: Final[dict[str, str]] = {s.name: s.wire.campaign for s in registry.SPECS}
+_BATCH_FIELD: Final[dict[str, str]] = {s.name: s.wire.batch for s in registry.SPECS}
+_REPORT_FIELD: Final[dict[str, str]] = {s.name: s.wire.report for s in registry.SPECS}
+_MECHANISM_FIELD.update(
+    {"rappor": "rappor", "basic-rappor": "basic_rappor", "boolean-rappor": "boolean_rappor"}
+)
+_BATCH_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
+_REPORT_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
 # Issue 6, numeric mechanisms (member numbers 32-37): laplace, duchi, piecewise, hybrid, sr, multidim.
 _MECHANISM_FIELD.update(_numeric_wire.MECHANISM_FIELD)
 _BATCH_FIELD.update(_numeric_wire.BATCH_FIELD)
@@ -162,9 +163,8 @@ _MECHANISM_FIELD["paired"] = "paired"
 _BATCH_FIELD["paired"] = "paired"
 _REPORT_FIELD["paired"] = "paired"
 _MECHANISM_CHOICES: Final = ", ".join(_MECHANISM_FIELD.values())
+# The parameter classes of mechanisms not yet registered (ldp_client.registry checks its own).
 _PARAMS_TYPES: Final = (
-    BinaryRRParams,
-    GRRParams,
     RapporParams,
     BasicRapporParams,
     BooleanRapporParams,
@@ -176,6 +176,13 @@ _U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
 
 
 def _check_params(params: object) -> MechanismParams:
+    if registry.find(params) is not None:
+        return params  # type: ignore[return-value]  # a registered parameter class
+    return _unported(params)
+
+
+def _unported(params: object) -> UnportedParams:
+    """``params`` of a mechanism not yet registered (the facades' fallback), or InvalidParameterError."""
     if not isinstance(params, _PARAMS_TYPES):
         raise InvalidParameterError(
             "params",
@@ -196,13 +203,19 @@ def _check_id(field: str, value: object, error: type[InvalidParameterError | Inv
 
 def mechanism_field(params: MechanismParams) -> str:
     """The ``Campaign.mechanism`` oneof member for ``params`` (e.g. ``"basic_rappor"``)."""
+    spec = registry.find(params)
+    if spec is not None:
+        return spec.wire.campaign
     return _MECHANISM_FIELD[_check_params(params).name]
 
 
 def batch_field(params: MechanismParams) -> str:
     """The ``ReportBatch.payload`` member of ``params``' reports (a set-valued campaign's is its inner
     oracle's), e.g. ``"grr_indices"``."""
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        return spec.wire.batch
+    params = _unported(params)
     if isinstance(params, SetValuedParams):
         params = params.inner
     return _BATCH_FIELD[params.name]
@@ -215,30 +228,13 @@ def epsilon_inf(params: MechanismParams) -> float:
     (Erlingsson et al., CCS 2014, Theorem 1). rr and grr draw fresh noise per report: there is no bound
     (k reports of one value cost k * epsilon by composition), reported as +infinity.
     """
+    spec = registry.find(params)
+    if spec is not None:
+        return spec.epsilon_inf(params)
     if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
         return params.epsilon_inf
     _check_params(params)
     return math.inf
-
-
-def _domain_to_proto(domain: Domain) -> campaign_pb2.Domain:
-    return campaign_pb2.Domain(size=domain.size, labels=domain.labels or ())
-
-
-def _domain_from_proto(msg: campaign_pb2.Domain) -> Domain:
-    """Field names are relative ("domain.size"); the caller prefixes the mechanism."""
-    size = msg.size
-    labels = tuple(msg.labels)
-    if not 2 <= size <= MAX_DOMAIN_SIZE:
-        raise InvalidParameterError("domain.size", size, f"an integer in [2, {MAX_DOMAIN_SIZE}]")
-    if labels and len(labels) != size:
-        raise InvalidParameterError(
-            "domain.labels", f"<{len(labels)} labels>", f"none, or exactly domain.size={size} labels"
-        )
-    try:
-        return Domain(size=size, labels=labels or None)
-    except InvalidParameterError as exc:  # a repeated label
-        raise InvalidParameterError("domain.labels", exc.value, exc.allowed) from exc
 
 
 def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
@@ -248,7 +244,10 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
     32-bit thresholds from them (:func:`ldp_client._prob.quantize_probability`), so
     ``params_from_proto`` returns an equal object.
     """
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        return spec.wire.campaign, cast(ParamsMessage, spec.params_to_proto(params))
+    params = _unported(params)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.params_to_proto(params)
     if isinstance(params, NumericParams):
@@ -257,22 +256,14 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
         return _oracle_wire.params_to_proto(params)
     field = _MECHANISM_FIELD[params.name]
     message: ParamsMessage
-    if isinstance(params, BinaryRRParams):
-        message = campaign_pb2.BinaryRRParams(
-            truth_probability=params.truth_probability, yes_probability=params.yes_probability
-        )
-    elif isinstance(params, GRRParams):
-        message = campaign_pb2.GRRParams(
-            domain=_domain_to_proto(params.domain), truth_probability=params.truth_probability
-        )
-    elif isinstance(params, RapporParams):
+    if isinstance(params, RapporParams):
         message = campaign_pb2.RapporParams(
             k=params.k, h=params.h, m=params.m, f=params.f, p=params.p, q=params.q,
             allow_f_zero=_f_zero_opt_in(params),
         )  # fmt: skip
     elif isinstance(params, BasicRapporParams):
         message = campaign_pb2.BasicRapporParams(
-            domain=_domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q,
+            domain=domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q,
             allow_f_zero=_f_zero_opt_in(params),
         )  # fmt: skip
     else:
@@ -304,6 +295,12 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             proto path, e.g. ``"rappor.k"`` or ``"grr.domain.labels"``.
     """
     which = campaign.WhichOneof("mechanism")
+    spec = registry.find_member(which)
+    if spec is not None and which is not None:
+        try:
+            return spec.params_from_proto(getattr(campaign, which))  # type: ignore[no-any-return]
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
     # A RAPPOR f of 0 is refused when parameters are made (RapporParams), but a campaign on the wire
     # already exists: an unset f means f = 0, and decoding it must describe it (epsilon_inf = inf), not
     # fail, with or without the message's allow_f_zero (campaigns stored before that field existed have
@@ -312,19 +309,13 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
     # then sends allow_f_zero = true with every f = 0: an opted-in campaign round-trips.
     f_zero_ok = True
     try:
-        if which == "rr":
-            rr = campaign.rr
-            return BinaryRRParams(truth_probability=rr.truth_probability, yes_probability=rr.yes_probability)
-        if which == "grr":
-            grr = campaign.grr
-            return GRRParams(domain=_domain_from_proto(grr.domain), truth_probability=grr.truth_probability)
         if which == "rappor":
             r = campaign.rappor
             return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q, allow_f_zero=f_zero_ok)
         if which == "basic_rappor":
             b = campaign.basic_rappor
             return BasicRapporParams(
-                domain=_domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q, allow_f_zero=f_zero_ok
+                domain=domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q, allow_f_zero=f_zero_ok
             )
         if which == "boolean_rappor":
             c = campaign.boolean_rappor
@@ -478,60 +469,13 @@ def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
     )
 
 
-# ------------------------------------------------------------------------------- column validation
-
-
-def _first_true(mask: NDArray[np.bool_]) -> int:
-    import numpy as np
-
-    return int(np.argmax(mask))
-
-
-def _check_indices(values: NDArray[Any], bound: int, field: str, what: str) -> None:
-    """Every value in [0, bound); otherwise name the first bad one and its position."""
-    if values.size == 0:
-        return
-    # Reductions first (only max for the unsigned wire columns); build the mask only when something is wrong.
-    too_low = values.dtype.kind != "u" and int(values.min()) < 0
-    if too_low or int(values.max()) >= bound:
-        pos = _first_true((values < 0) | (values >= bound))
-        raise InvalidReportError(f"{field}[{pos}]", int(values[pos]), f"{what} in [0, {bound - 1}]")
-
-
-def _check_padding(rows: NDArray[np.uint8], k: int, field: str, *, name_row: bool = True) -> None:
-    """The unused high bits (k..8*ceil(k/8)-1) of each row's last byte are 0; name the first bad row.
-
-    Padding must be 0 so that every report has exactly one encoding (a device cannot smuggle data in it,
-    and byte-identical reports mean identical bits).
-    """
-    used = k % 8
-    if used == 0:
-        return
-    pad = 0xFF & ~((1 << used) - 1)
-    last = rows.shape[1] - 1
-    bad = (rows[:, last] & pad) != 0
-    if bad.any():
-        row = _first_true(bad)
-        where = f"{field}[{row}][{last}]" if name_row else f"{field}[{last}]"
-        raise InvalidReportError(
-            where,
-            int(rows[row, last]),
-            f"a last byte whose padding bits {used}..7 are 0 (bits {k}..{8 * last + 7} of a {k}-bit row; "
-            f"byte & 0x{pad:02x} == 0)",
-        )
-
-
-def _check_length(field: str, data: bytes, expected: int, how: str) -> None:
-    if len(data) != expected:
-        raise InvalidReportError(f"len({field})", len(data), f"{expected} bytes ({how})")
-
-
 # ------------------------------------------------------------------------------------------- batches
 
 
 def _check_batch_header(
     msg: reports_pb2.ReportBatch, params: MechanismParams, campaign_id: str | None
 ) -> tuple[int, str]:
+    """(count, payload member) of a batch whose ids, count and payload kind are checked."""
     _check_id("campaign_id", msg.campaign_id, InvalidReportError)
     if campaign_id is not None and msg.campaign_id != campaign_id:
         raise InvalidReportError(
@@ -540,7 +484,7 @@ def _check_batch_header(
     _check_id("batch_id", msg.batch_id, InvalidReportError)
     if msg.count < 1:
         raise InvalidReportError("count", msg.count, "a report count >= 1")
-    expected = _BATCH_FIELD[params.name]
+    expected = batch_field(params)
     which = msg.WhichOneof("payload")
     if which != expected:
         raise InvalidReportError("payload", which, f"{expected!r} for a {params.name} campaign")
@@ -570,32 +514,23 @@ def batch_from_proto(
     """
     import numpy as np
 
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        n, _ = _check_batch_header(msg, params, campaign_id)
+        return spec.batch_from_proto(msg, params, n)  # type: ignore[no-any-return]
+    params = _unported(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_proto(msg, params.inner, campaign_id=campaign_id)
     n, field = _check_batch_header(msg, params, campaign_id)
-    if isinstance(params, BinaryRRParams):
-        raw = msg.rr_answers
-        _check_length(field, raw, (n + 7) // 8, f"ceil(count/8) for count={n}")
-        packed = np.frombuffer(raw, dtype=np.uint8)
-        # The bits after answer n-1 in the last byte are padding and must be 0 (one encoding per batch).
-        _check_padding(packed.reshape(1, -1), n, field, name_row=False)
-        return np.unpackbits(packed, count=n, bitorder="little").view(np.bool_)
-    if isinstance(params, GRRParams):
-        raw = msg.grr_indices
-        _check_length(field, raw, 4 * n, f"4 * count for count={n} little-endian uint32")
-        indices = np.frombuffer(raw, dtype=_U32_LE)
-        _check_indices(indices, params.domain.size, field, "an index")
-        return indices.astype(np.int64)
     if isinstance(params, RapporParams):
         cols = msg.rappor
-        _check_length("rappor.cohorts", cols.cohorts, 4 * n, f"4 * count for count={n} little-endian uint32")
+        check_length("rappor.cohorts", cols.cohorts, 4 * n, f"4 * count for count={n} little-endian uint32")
         nbytes = params.num_bytes
-        _check_length("rappor.bits", cols.bits, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
+        check_length("rappor.bits", cols.bits, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
         cohorts = np.frombuffer(cols.cohorts, dtype=_U32_LE)
-        _check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
+        check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
         bits = np.frombuffer(cols.bits, dtype=np.uint8).reshape(n, nbytes)
-        _check_padding(bits, params.k, "rappor.bits")
+        check_padding(bits, params.k, "rappor.bits")
         return cohorts.astype(np.uint32, copy=False), bits
     if isinstance(params, NumericParams):
         return _numeric_wire.batch_from_proto(msg, params, n)
@@ -604,40 +539,7 @@ def batch_from_proto(
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.batch_from_proto(msg, params, n)
     # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
-    raw = getattr(msg, field)
-    nbytes = params.num_bytes
-    _check_length(field, raw, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
-    bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, nbytes)
-    _check_padding(bits, params.k, field)
-    return bits
-
-
-def _as_array(field: str, columns: object, kind: str, ndim: int) -> NDArray[Any]:
-    import numpy as np
-
-    if not isinstance(columns, np.ndarray) or columns.ndim != ndim:
-        shape = getattr(columns, "shape", type(columns).__name__)
-        raise InvalidReportError(field, shape, f"a {ndim}-d numpy array of {kind}")
-    return columns
-
-
-def _check_rows(field: str, bits: object, n: int | None, k: int) -> NDArray[np.uint8]:
-    import numpy as np
-
-    arr = _as_array(field, bits, "uint8 packed bit rows", 2)
-    nbytes = (k + 7) // 8
-    if arr.dtype != np.uint8 or arr.shape[1] != nbytes or (n is not None and arr.shape[0] != n):
-        rows = "n" if n is None else str(n)
-        raise InvalidReportError(
-            field, f"{arr.dtype}{arr.shape}", f"uint8 of shape ({rows}, {nbytes}) = (n, ceil(k/8)) for k={k}"
-        )
-    _check_padding(arr, k, field)
-    return arr
-
-
-def _check_count(field: str, n: int) -> None:
-    if not 1 <= n < 1 << 32:
-        raise InvalidReportError(field, n, "a report count between 1 and 2**32 - 1")
+    return decode_bit_rows(getattr(msg, field), n, params.k, field)
 
 
 def batch_to_proto(
@@ -653,7 +555,14 @@ def batch_to_proto(
     """
     import numpy as np
 
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        _check_id("campaign_id", campaign_id, InvalidReportError)
+        _check_id("batch_id", batch_id, InvalidReportError)
+        msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
+        spec.batch_to_proto(msg, params, columns)
+        return msg
+    params = _unported(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_to_proto(
             campaign_id=campaign_id, batch_id=batch_id, params=params.inner, columns=columns
@@ -661,31 +570,16 @@ def batch_to_proto(
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("batch_id", batch_id, InvalidReportError)
     msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
-    if isinstance(params, BinaryRRParams):
-        answers = _as_array("rr_answers", columns, "bool", 1)
-        if answers.dtype != np.bool_:
-            raise InvalidReportError("rr_answers", str(answers.dtype), "dtype bool")
-        _check_count("count", answers.shape[0])
-        msg.count = answers.shape[0]
-        msg.rr_answers = np.packbits(answers, bitorder="little").tobytes()
-    elif isinstance(params, GRRParams):
-        indices = _as_array("grr_indices", columns, "integers", 1)
-        if not np.issubdtype(indices.dtype, np.integer):
-            raise InvalidReportError("grr_indices", str(indices.dtype), "an integer dtype")
-        _check_count("count", indices.shape[0])
-        _check_indices(indices, params.domain.size, "grr_indices", "an index")
-        msg.count = indices.shape[0]
-        msg.grr_indices = indices.astype(_U32_LE).tobytes()
-    elif isinstance(params, RapporParams):
+    if isinstance(params, RapporParams):
         if not isinstance(columns, tuple) or len(columns) != 2:
             raise InvalidReportError("rappor", type(columns).__name__, "a (cohorts, bits) tuple of arrays")
-        cohorts = _as_array("rappor.cohorts", columns[0], "integers", 1)
+        cohorts = as_array("rappor.cohorts", columns[0], "integers", 1)
         if not np.issubdtype(cohorts.dtype, np.integer):
             raise InvalidReportError("rappor.cohorts", str(cohorts.dtype), "an integer dtype")
         n = cohorts.shape[0]
-        _check_count("count", n)
-        _check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
-        bits = _check_rows("rappor.bits", columns[1], n, params.k)
+        check_count("count", n)
+        check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
+        bits = check_bit_rows("rappor.bits", columns[1], n, params.k)
         msg.count = n
         msg.rappor.cohorts = cohorts.astype(_U32_LE).tobytes()
         msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
@@ -697,8 +591,8 @@ def batch_to_proto(
         _paired_wire.batch_to_proto(msg, params, columns)
     else:
         field = _BATCH_FIELD[params.name]
-        bits = _check_rows(field, columns, None, params.k)
-        _check_count("count", bits.shape[0])
+        bits = check_bit_rows(field, columns, None, params.k)
+        check_count("count", bits.shape[0])
         msg.count = bits.shape[0]
         setattr(msg, field, np.ascontiguousarray(bits).tobytes())
     return msg
@@ -707,44 +601,16 @@ def batch_to_proto(
 # ------------------------------------------------------------------------------------ single reports
 
 
-def _as_int(field: str, value: object, allowed: str) -> int:
-    if isinstance(value, bool_types()) or not isinstance(value, int_types()):
-        raise InvalidReportError(field, value, allowed)
-    return operator.index(value)
-
-
-def _rr_value(field: str, report: object) -> bool:
-    if not isinstance(report, bool_types()):
-        raise InvalidReportError(field, report, "a bool (True = yes)")
-    return bool(report)
-
-
-def _grr_value(field: str, report: object, d: int) -> int:
-    index = _as_int(field, report, f"an index in [0, {d - 1}]")
-    if not 0 <= index < d:
-        raise InvalidReportError(field, index, f"an index in [0, {d - 1}]")
-    return index
-
-
-def _packed_value(field: str, bits: object, k: int) -> bytes:
-    """An int of k report bits (bit i = report bit i) as ceil(k/8) little-bit-order bytes."""
-    allowed = f"an integer in [0, 2**{k}) (bit i = report bit i)"
-    value = _as_int(field, bits, allowed)
-    if not 0 <= value < 1 << k:
-        raise InvalidReportError(field, value, allowed)
-    return value.to_bytes((k + 7) // 8, "little")
-
-
 def _rappor_value(field: str, report: object, params: RapporParams) -> tuple[int, bytes]:
     missing = object()
     cohort, bits = getattr(report, "cohort", missing), getattr(report, "bits", missing)
     if cohort is missing or bits is missing:
         raise InvalidReportError(field, report, "a RapporReport(cohort, bits)")
     allowed = f"a cohort in [0, {params.m - 1}]"
-    c = _as_int(f"{field}.cohort", cohort, allowed)
+    c = as_int(f"{field}.cohort", cohort, allowed)
     if not 0 <= c < params.m:
         raise InvalidReportError(f"{field}.cohort", c, allowed)
-    return c, _packed_value(f"{field}.bits", bits, params.k)
+    return c, packed_value(f"{field}.bits", bits, params.k)
 
 
 def report_to_proto(
@@ -759,7 +625,14 @@ def report_to_proto(
     ``report`` is what the mechanism's ``encode`` returns: rr a bool; grr an index; rappor a
     ``RapporReport(cohort, bits)``; basic-rappor an int of d bits; boolean-rappor 0 or 1.
     """
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        _check_id("campaign_id", campaign_id, InvalidReportError)
+        _check_id("report_id", report_id, InvalidReportError)
+        msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
+        spec.report_to_proto(msg, params, report)
+        return msg
+    params = _unported(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return report_to_proto(
             campaign_id=campaign_id, report_id=report_id, params=params.inner, report=report
@@ -767,11 +640,7 @@ def report_to_proto(
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("report_id", report_id, InvalidReportError)
     msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
-    if isinstance(params, BinaryRRParams):
-        msg.rr_answer = _rr_value("report", report)
-    elif isinstance(params, GRRParams):
-        msg.grr_index = _grr_value("report", report, params.domain.size)
-    elif isinstance(params, RapporParams):
+    if isinstance(params, RapporParams):
         msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
     elif isinstance(params, NumericParams):
         _numeric_wire.report_to_proto(msg, params, report)
@@ -780,7 +649,7 @@ def report_to_proto(
     elif isinstance(params, PairedParams):  # issue 5
         _paired_wire.report_to_proto(msg, params, report)
     else:
-        setattr(msg, _REPORT_FIELD[params.name], _packed_value("report", report, params.k))
+        setattr(msg, _REPORT_FIELD[params.name], packed_value("report", report, params.k))
     return msg
 
 
@@ -798,32 +667,19 @@ def report_from_proto(
     """
     import numpy as np
 
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        _check_report_header(msg, spec.wire.report, params.name, campaign_id)
+        return spec.report_from_proto(msg, params)  # type: ignore[no-any-return]
+    params = _unported(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return report_from_proto(msg, params.inner, campaign_id=campaign_id)
-    _check_id("campaign_id", msg.campaign_id, InvalidReportError)
-    if campaign_id is not None and msg.campaign_id != campaign_id:
-        raise InvalidReportError(
-            "campaign_id", msg.campaign_id, f"{campaign_id!r} (the campaign the report is submitted to)"
-        )
-    _check_id("report_id", msg.report_id, InvalidReportError)
     expected = _REPORT_FIELD[params.name]
-    which = msg.WhichOneof("value")
-    if which != expected:
-        raise InvalidReportError("value", which, f"{expected!r} for a {params.name} campaign")
-    if isinstance(params, BinaryRRParams):
-        return np.array([msg.rr_answer], dtype=np.bool_)
-    if isinstance(params, GRRParams):
-        d = params.domain.size
-        if msg.grr_index >= d:
-            raise InvalidReportError("grr_index", msg.grr_index, f"an index in [0, {d - 1}]")
-        return np.array([msg.grr_index], dtype=np.int64)
+    _check_report_header(msg, expected, params.name, campaign_id)
     if isinstance(params, RapporParams):
         if msg.rappor.cohort >= params.m:
             raise InvalidReportError("rappor.cohort", msg.rappor.cohort, f"a cohort in [0, {params.m - 1}]")
-        _check_length("rappor.bits", msg.rappor.bits, params.num_bytes, f"ceil(k/8) for k={params.k}")
-        bits = np.frombuffer(msg.rappor.bits, dtype=np.uint8).reshape(1, params.num_bytes)
-        _check_padding(bits, params.k, "rappor.bits", name_row=False)
+        bits = decode_bit_rows(msg.rappor.bits, 1, params.k, "rappor.bits", name_row=False)
         return np.array([msg.rappor.cohort], dtype=np.uint32), bits
     if isinstance(params, NumericParams):
         return _numeric_wire.report_from_proto(msg, params)
@@ -831,11 +687,20 @@ def report_from_proto(
         return _oracle_wire.report_from_proto(msg, params)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.report_from_proto(msg, params)
-    raw = getattr(msg, expected)
-    _check_length(expected, raw, params.num_bytes, f"ceil(k/8) for k={params.k}")
-    bits = np.frombuffer(raw, dtype=np.uint8).reshape(1, params.num_bytes)
-    _check_padding(bits, params.k, expected, name_row=False)
-    return bits
+    return decode_bit_rows(getattr(msg, expected), 1, params.k, expected, name_row=False)
+
+
+def _check_report_header(msg: reports_pb2.Report, expected: str, name: str, campaign_id: str | None) -> None:
+    """The ids of a single report, and its value member ``expected`` (that of a ``name`` campaign)."""
+    _check_id("campaign_id", msg.campaign_id, InvalidReportError)
+    if campaign_id is not None and msg.campaign_id != campaign_id:
+        raise InvalidReportError(
+            "campaign_id", msg.campaign_id, f"{campaign_id!r} (the campaign the report is submitted to)"
+        )
+    _check_id("report_id", msg.report_id, InvalidReportError)
+    which = msg.WhichOneof("value")
+    if which != expected:
+        raise InvalidReportError("value", which, f"{expected!r} for a {name} campaign")
 
 
 def batch_from_reports(
@@ -851,16 +716,15 @@ def batch_from_reports(
     """
     import numpy as np
 
-    params = _check_params(params)
+    spec = registry.find(params)
+    if spec is not None:
+        check_count("reports", len(reports))
+        return spec.batch_from_reports(params, reports)  # type: ignore[no-any-return]
+    params = _unported(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_reports(params.inner, reports)
     n = len(reports)
-    _check_count("reports", n)
-    if isinstance(params, BinaryRRParams):
-        return np.array([_rr_value(f"reports[{i}]", r) for i, r in enumerate(reports)], dtype=np.bool_)
-    if isinstance(params, GRRParams):
-        d = params.domain.size
-        return np.array([_grr_value(f"reports[{i}]", r, d) for i, r in enumerate(reports)], dtype=np.int64)
+    check_count("reports", n)
     if isinstance(params, RapporParams):
         pairs = [_rappor_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
         cohorts = np.array([c for c, _ in pairs], dtype=np.uint32)
@@ -872,7 +736,7 @@ def batch_from_reports(
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.batch_from_reports(params, reports)
     return _rows_array(
-        [_packed_value(f"reports[{i}]", r, params.k) for i, r in enumerate(reports)], params.num_bytes
+        [packed_value(f"reports[{i}]", r, params.k) for i, r in enumerate(reports)], params.num_bytes
     )
 
 

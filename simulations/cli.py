@@ -40,6 +40,8 @@ from ldp_aggregator.client_access import (
     rpc_error_message,
 )
 from ldp_client.errors import InvalidParameterError, LdpError
+from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES
+from ldp_client.params import MECHANISM_NAMES, PairedParams
 from simulations.numeric import is_numeric_mechanism
 from simulations.runners import (
     DEFAULT_BATCH_SIZE,
@@ -275,14 +277,16 @@ def _config(**kwargs: Any) -> SimulationConfig:
         _bad_option(exc)
 
 
+# The mechanisms `ldp-sim run` offers: every one make_params builds (the registered ones first, from
+# ldp_client.registry), but paired campaigns, which `ldp-sim associate` simulates.
+_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in NUMERIC_MECHANISM_NAMES and n != PairedParams.name]
 MechanismOpt = Annotated[
     str,
     typer.Option(
         "--mechanism",
         "-m",
-        help="rr, grr, rappor, basic-rappor, boolean-rappor, oue, sue, olh, blh, ss, hr, set-valued, or auto "
-        "(the lowest-variance frequency oracle; --param max_report_bits=B); means (run only): laplace, "
-        "duchi, piecewise, hybrid, sr, multidim.",
+        help=f"{', '.join(_FREQUENCY_NAMES)}, or auto (the lowest-variance frequency oracle; --param "
+        f"max_report_bits=B); means (run only): {', '.join(NUMERIC_MECHANISM_NAMES)}.",
     ),
 ]
 PopulationOpt = Annotated[

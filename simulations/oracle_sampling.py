@@ -22,9 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from ldp_client._exact_sampling import check_rng as _check_rng
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import HadamardParams, MechanismParams, OUEParams, SUEParams
-from simulations.populations import _check_rng
 
 __all__ = ["MAX_HR_CELLS", "has_sum_sampler", "sample_hr_counts", "sample_ue_support"]
 

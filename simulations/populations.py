@@ -39,6 +39,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from ldp_client._exact_sampling import check_rng as _check_rng
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import MAX_DOMAIN_SIZE
 
@@ -77,12 +78,6 @@ _COUNT_RE = re.compile(r"[0-9]+")
 
 # --------------------------------------------------------------------------------------------------------
 # Shared validation (also used by simulations.sampling)
-
-
-def _check_rng(rng: object) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError("rng", rng, "a numpy.random.Generator (seeded; simulation only)")
-    return rng
 
 
 def _check_n_users(n_users: object) -> int:

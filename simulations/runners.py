@@ -77,11 +77,13 @@ from ldp_aggregator.accumulators import (
     BitCountAccumulator,
     CountAccumulator,
     accumulator_for,
+    accumulator_from_sums,
     add_columns,
 )
 from ldp_aggregator.client_access import ClientAccess
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
 from ldp_aggregator.support import SupportCountAccumulator
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES, MultidimParams, NumericParams
 from ldp_client.params import (
@@ -89,11 +91,9 @@ from ldp_client.params import (
     FREQUENCY_ORACLE_TYPES,
     MECHANISM_NAMES,
     BasicRapporParams,
-    BinaryRRParams,
     BLHParams,
     BooleanRapporParams,
     FrequencyOracleParams,
-    GRRParams,
     HadamardParams,
     MechanismParams,
     OLHParams,
@@ -102,6 +102,7 @@ from ldp_client.params import (
     RapporParams,
     SetValuedParams,
     SUEParams,
+    UnportedParams,
     make_params,
 )
 from simulations.metrics import Metrics, compute_metrics
@@ -111,16 +112,15 @@ from simulations.sampling import (
     basic_rappor_set_counts,
     bloom_position_table,
     boolean_rappor_set_counts,
-    sample_grr_counts,
     sample_rappor_bits,
     sample_rappor_counts,
-    sample_rr_counts,
 )
 
 if TYPE_CHECKING:
     import grpc
 
     from ldp_client._proto.ldp.v1 import estimates_pb2
+    from ldp_client.spec import SumSampler
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -168,6 +168,11 @@ PILOT_USERS = 10**9
 # Issue 6: mechanisms whose sum runner falls back to encoding every report pilot with at most this many.
 _PER_REPORT_PILOT_USERS = 10**6
 _ORACLE_NAMES = frozenset(cls.name for cls in FREQUENCY_ORACLE_TYPES) | {"blh"}
+# Registered mechanisms without per-device state: one Reporter may stand for many simulated users.
+_STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state)
+_STATELESS_TEXT = " and ".join(", ".join(_STATELESS).rsplit(", ", 1))
+# Mechanisms not yet registered whose population has a fixed number of values (0 = false, 1 = true).
+_UNPORTED_FIXED_DOMAIN = {"boolean-rappor": 2}
 _SUBMIT_ATTEMPTS = 6
 _RPC_TIMEOUT_S = 120.0
 _CONNECT_TIMEOUT_S = 15.0
@@ -366,12 +371,12 @@ class SimulationConfig:
         _check_int("batch_size", self.batch_size, 1, 1_000_000)
         if self.grpc_client not in GRPC_CLIENTS:
             raise InvalidParameterError("grpc_client", self.grpc_client, f"one of {', '.join(GRPC_CLIENTS)}")
-        if self.grpc_client == "reporter" and self.mechanism not in ("rr", "grr"):
+        if self.grpc_client == "reporter" and self.mechanism not in _STATELESS:
             raise InvalidParameterError(
                 "grpc_client",
                 self.grpc_client,
                 "batch for RAPPOR variants (a Reporter is one device with one client secret; simulated users "
-                "need one each), reporter only for rr and grr",
+                f"need one each), reporter only for {_STATELESS_TEXT}",
             )
 
     @property
@@ -418,11 +423,20 @@ class PreparedSimulation:
         return out
 
 
+def _fixed_domain_size(mechanism: str) -> int | None:
+    """The number of population values a mechanism fixes (rr: 2), or None."""
+    spec = registry.find_named(mechanism)
+    if spec is not None:
+        return spec.fixed_domain_size
+    return _UNPORTED_FIXED_DOMAIN.get(mechanism)
+
+
 def _default_domain(config: SimulationConfig, population: CategoricalPopulation) -> int:
     if config.domain is not None:
         return int(config.domain)
-    if config.mechanism in ("rr", "boolean-rappor"):
-        return 2
+    fixed = _fixed_domain_size(config.mechanism)
+    if fixed is not None:
+        return fixed
     if isinstance(population, EmpiricalPopulation):
         return population.support_size
     raise InvalidParameterError(
@@ -436,13 +450,22 @@ def _default_domain(config: SimulationConfig, population: CategoricalPopulation)
 def _build_params(config: SimulationConfig, domain_size: int) -> MechanismParams:
     mech = config.mechanism
     fields_ = config.param_fields
-    if mech in ("rr", "grr") and config.epsilon is None and "truth_probability" not in fields_:
-        raise InvalidParameterError(
-            "epsilon", None, f"an epsilon > 0 for {mech} (or set --param truth_probability=...)"
-        )
-    # Issue 6: the frequency oracles (and auto, which picks one) declare the domain as GRR does.
-    takes_domain = mech in ("grr", "basic-rappor", AUTO_MECHANISM) or mech in _ORACLE_NAMES
+    spec = registry.find_named(mech)
+    if spec is not None:  # a registered mechanism: its spec says what it needs
+        alternative = spec.epsilon_field
+        if alternative is not None and config.epsilon is None and alternative not in fields_:
+            raise InvalidParameterError(
+                "epsilon", None, f"an epsilon > 0 for {mech} (or set --param {alternative}=...)"
+            )
+        takes_domain = spec.takes_domain
+    else:
+        # Issue 6: the frequency oracles (and auto, which picks one) declare the domain as GRR does.
+        takes_domain = mech in ("basic-rappor", AUTO_MECHANISM) or mech in _ORACLE_NAMES
     try:
+        if spec is not None:
+            return spec.make(  # type: ignore[no-any-return]
+                epsilon=config.epsilon, domain=domain_size if takes_domain else None, fields=dict(fields_)
+            )
         return make_params(
             mech,
             epsilon=config.epsilon,
@@ -478,9 +501,10 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
         )
     population = parse_categorical_population(config.population)
     d = _default_domain(config, population)
-    if config.mechanism in ("rr", "boolean-rappor") and d != 2:
+    fixed = _fixed_domain_size(config.mechanism)
+    if fixed is not None and d != fixed:
         raise InvalidParameterError(
-            "domain", d, f"2 for {config.mechanism} (value 0 = no/false, 1 = yes/true)"
+            "domain", d, f"{fixed} for {config.mechanism} (value 0 = no/false, 1 = yes/true)"
         )
     try:
         labels = population.labels(d)
@@ -667,9 +691,17 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
 
 
 def _sum_repeat(
-    prep: PreparedSimulation, rng: np.random.Generator, position_table: NDArray[np.int64] | None
+    prep: PreparedSimulation,
+    rng: np.random.Generator,
+    position_table: NDArray[np.int64] | None,
+    sampler: SumSampler | None = None,
 ) -> _Outcome:
     params = prep.params
+    if sampler is not None:  # a registered mechanism: its spec's exact sampler of the layout's sums
+        counts = prep.population.sample_counts(prep.config.n_users, prep.domain_size, rng)
+        sums = sampler(counts, rng, campaign_id=prep.config.campaign_id, labels=prep.value_labels)
+        return _estimate(prep, accumulator_from_sums(params, sums), prep.item_truth(counts))
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
         raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
     n, d = prep.config.n_users, prep.domain_size
@@ -679,10 +711,6 @@ def _sum_repeat(
         acc += SupportCountAccumulator(*sample_ue_support(params, counts, rng))
     elif isinstance(params, HadamardParams):  # issue 6: counts of reported indices (exact, O(d K))
         acc += CountAccumulator(sample_hr_counts(params, counts, rng))
-    elif isinstance(params, BinaryRRParams):
-        acc += CountAccumulator(sample_rr_counts(params, counts, rng))
-    elif isinstance(params, GRRParams):
-        acc += CountAccumulator(sample_grr_counts(params, counts, rng))
     elif isinstance(params, RapporParams):
         ones, reports = sample_rappor_counts(
             params,
@@ -710,6 +738,17 @@ def _run_sum(
     prep: PreparedSimulation, seeds: list[np.random.SeedSequence], progress: ProgressFn | None
 ) -> list[_Outcome]:
     params = prep.params
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its exact sampler, if it has one
+        sampler = spec.sum_sampler(params)
+        if sampler is None:
+            return _run_report(prep, seeds, progress)
+        out = []
+        for seed in seeds:
+            out.append(_sum_repeat(prep, np.random.default_rng(seed), None, sampler))
+            if progress is not None:
+                progress(prep.config.n_users)
+        return out
     if isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
         # Issue 6: olh, blh, ss and set-valued have no exact sufficient-statistic sampler; the CLI says so.
         return _run_report(prep, seeds, progress)
@@ -741,11 +780,13 @@ def _encode_columns(
     labels: Sequence[str],
 ) -> Any:
     """One report per user with the client's batch encoder: the contract's columns for ``params``."""
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its spec's batch encoder
+        return spec.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
         raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
-    from ldp_client.mechanisms.grr import GRREncoder
     from ldp_client.mechanisms.rappor import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
-    from ldp_client.mechanisms.rr import BinaryRREncoder
     from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 
     if isinstance(params, SetValuedParams):  # issue 6: each simulated user holds the set {value}
@@ -754,10 +795,6 @@ def _encode_columns(
         return SetValuedEncoder(params).encode_batch(sets, rng)
     if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: oue, sue, olh, blh, ss, hr
         return oracle_encoder(params).encode_batch(values, rng)
-    if isinstance(params, BinaryRRParams):
-        return BinaryRREncoder(params).encode_batch(values == 1, rng)
-    if isinstance(params, GRRParams):
-        return GRREncoder(params).encode_batch(values, rng)
     if isinstance(params, RapporParams):
         return encode_batch_rappor(params, campaign_id=campaign_id, values=values, labels=labels, rng=rng)
     if isinstance(params, BasicRapporParams):
@@ -883,7 +920,7 @@ def _reporter_task(task: _Task) -> tuple[NDArray[np.int64], int]:
 
     rng = np.random.default_rng(task.seed)
     counts = np.zeros(task.domain_size, dtype=np.int64)
-    as_bool = isinstance(task.params, BinaryRRParams)
+    spec = registry.spec_for(task.params)  # SimulationConfig allows this client for registered ones only
     # The reporter refuses a campaign above max_epsilon: allow this campaign's (float-rounded) epsilon.
     max_eps = float(task.params.epsilon) * (1.0 + 1e-9) + 1e-12
     access = task.access or ClientAccess()
@@ -905,7 +942,7 @@ def _reporter_task(task: _Task) -> tuple[NDArray[np.int64], int]:
                 ):
                     counts += np.bincount(values, minlength=task.domain_size)
                     for v in values.tolist():  # one call per user, as an app would: the point of this client
-                        reporter.report(v == 1 if as_bool else v)
+                        reporter.report(spec.input_value(task.params, v))
                 settled = reporter.flush(timeout=600.0)
                 stats = reporter.stats()
             finally:
@@ -1181,6 +1218,10 @@ def _run_grpc(
 
 def _row_bytes(params: MechanismParams) -> int:
     """Bytes of one report in a batch message (rr packs 8 per byte: counted as 1, an upper bound)."""
+    spec = registry.find(params)
+    if spec is not None:  # a registered mechanism: its journal row, an upper bound on its batch bytes
+        return sum(f.width for f in spec.row_fields(params))
+    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):  # issue 6: reports of the inner oracle
         return _row_bytes(params.inner)
     if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: olh a, b, bucket; hr an index; else d bits
@@ -1189,10 +1230,6 @@ def _row_bytes(params: MechanismParams) -> int:
         return 4 if isinstance(params, HadamardParams) else (params.domain.size + 7) // 8
     if isinstance(params, NumericParams):  # issue 6 (not run over gRPC; see prepare)
         return 8 * params.k if isinstance(params, MultidimParams) else 4
-    if isinstance(params, BinaryRRParams):
-        return 1
-    if isinstance(params, GRRParams):
-        return 4
     if isinstance(params, RapporParams):
         return 4 + params.num_bytes
     if isinstance(params, PairedParams):  # issue 5: both sides' rows
@@ -1334,15 +1371,18 @@ def required_users(pilot: SimulationResult, target_error: float, metric: ErrorMe
     return n, e0 * math.sqrt(n0 / n)
 
 
+# Mechanisms not yet registered (a registered one's fields are those of its spec.params_type).
 _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
-    cls.name: cls for cls in (BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams)
+    cls.name: cls for cls in (RapporParams, BasicRapporParams, BooleanRapporParams)
 }
 _PARAM_CLASSES.update((cls.name, cls) for cls in FREQUENCY_ORACLE_TYPES)  # issue 6 (BLHParams: its own name)
 _PARAM_CLASSES["blh"] = BLHParams
 
 
 def _sweep_axes(mechanism: str) -> tuple[str, ...]:
-    cls = _PARAM_CLASSES.get(mechanism)  # None for auto (issue 6): no mechanism fields to sweep
+    spec = registry.find_named(mechanism)
+    # None for auto (issue 6): no mechanism fields to sweep.
+    cls = spec.params_type if spec is not None else _PARAM_CLASSES.get(mechanism)
     names = [f.name for f in fields(cls) if f.init and f.name not in ("domain", "inner")] if cls else []
     return ("epsilon", "users", "domain", *names)
 

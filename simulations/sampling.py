@@ -11,6 +11,10 @@ statistics have the same joint law as the sums of reports that the per-report en
 
 Probabilities come from the quantized thresholds of the parameter objects (``T / 2**32``, exact in
 float64), i.e. the probabilities the per-report encoders really use.
+
+The samplers of registered mechanisms live in their mechanism modules (``spec.sum_sampler``; rr:
+:func:`ldp_client.mechanisms.rr.sample_rr_counts`, grr: :func:`ldp_client.mechanisms.grr.sample_grr_counts`
+with :func:`ldp_client._exact_sampling.spread_uniform_others`) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,16 +25,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from ldp_client._prob import threshold_to_probability
+from ldp_client._exact_sampling import as_counts as _as_counts
+from ldp_client._exact_sampling import check_rng as _check_rng
+from ldp_client._exact_sampling import spread_uniform_others
 from ldp_client.errors import InvalidParameterError
-from ldp_client.params import (
-    BasicRapporParams,
-    BinaryRRParams,
-    BooleanRapporParams,
-    GRRParams,
-    RapporParams,
-)
-from simulations.populations import _check_rng
+from ldp_client.mechanisms.grr import sample_grr_counts
+from ldp_client.mechanisms.rr import sample_rr_counts
+from ldp_client.params import BasicRapporParams, BooleanRapporParams, RapporParams
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,35 +53,6 @@ __all__ = [
 RapporNoiseParams = RapporParams | BasicRapporParams | BooleanRapporParams
 
 
-def _as_counts(
-    name: str, x: object, *, ndim: int, shape: tuple[int | None, ...] | None = None
-) -> NDArray[np.int64]:
-    """Validate a non-negative integer array of the given rank (and shape; None = any length)."""
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "iu" or arr.ndim != ndim:
-        # Describe the array rather than repr it: it may hold millions of entries.
-        raise InvalidParameterError(
-            name, f"<array shape={arr.shape} dtype={arr.dtype}>", f"a {ndim}-dimensional array of integers"
-        )
-    if shape is not None:
-        for axis, (got, want) in enumerate(zip(arr.shape, shape, strict=True)):
-            if want is not None and got != want:
-                raise InvalidParameterError(
-                    f"{name}.shape[{axis}]", got, f"{want} (expected shape {tuple(shape)})"
-                )
-    if (
-        arr.dtype.kind == "u"
-        and arr.dtype.itemsize >= 8
-        and arr.size
-        and int(arr.max()) > np.iinfo(np.int64).max
-    ):
-        raise InvalidParameterError(name, int(arr.max()), "counts that fit in int64")
-    out = arr.astype(np.int64, copy=False)
-    if out.size and int(out.min()) < 0:
-        raise InvalidParameterError(name, int(out.min()), "non-negative counts")
-    return out
-
-
 def _check_probability(name: str, x: object) -> float:
     if isinstance(x, bool) or not isinstance(x, int | float | np.floating):
         raise InvalidParameterError(name, x, "a probability in [0, 1]")
@@ -88,105 +60,6 @@ def _check_probability(name: str, x: object) -> float:
     if not 0.0 <= v <= 1.0:
         raise InvalidParameterError(name, x, "a probability in [0, 1]")
     return v
-
-
-# --------------------------------------------------------------------------------------------------------
-# Binary randomized response
-
-
-def sample_rr_counts(
-    params: BinaryRRParams, true_counts: NDArray[np.int64] | Sequence[int], rng: np.random.Generator
-) -> NDArray[np.int64]:
-    """(no, yes) report counts of binary RR for ``true_counts = (no, yes)`` users. For simulation only.
-
-    The two-coin survey (Warner, JASA 1965): a user answers truthfully with a = T_a/2^32, otherwise says
-    "yes" with b = T_b/2^32. Drawn in the same two stages, so every probability is an exact quantized
-    threshold: truthful yeses A ~ Bin(c_yes, a), untruthful users U ~ (c_yes - A) + Bin(c_no, 1-a), coin
-    yeses B ~ Bin(U, b); yes = A + B. Marginally yes ~ Bin(c_yes, a + (1-a) b) + Bin(c_no, (1-a) b),
-    independent sums, which is the law of the yes count of the per-report encoder.
-    """
-    g = _check_rng(rng)
-    c = _as_counts("true_counts", true_counts, ndim=1, shape=(2,))
-    a = threshold_to_probability(params.truth_threshold)
-    b = threshold_to_probability(params.yes_threshold)
-    c_no, c_yes = int(c[0]), int(c[1])
-    truthful_yes = int(g.binomial(c_yes, a))
-    untruthful = (c_yes - truthful_yes) + int(g.binomial(c_no, 1.0 - a))
-    yes = truthful_yes + int(g.binomial(untruthful, b))
-    return np.array([c_no + c_yes - yes, yes], dtype=np.int64)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Generalized (k-ary) randomized response
-
-
-def spread_uniform_others(
-    others_counts: NDArray[np.int64] | Sequence[int], rng: np.random.Generator
-) -> NDArray[np.int64]:
-    """Where ``others_counts[v]`` reports, each uniform over the d-1 values other than v, land.
-
-    Returns L with L[w] = sum over v != w of X[v, w], where the rows X[v] ~ Multinomial(M_v, uniform on
-    {0..d-1} minus {v}) are independent. For simulation only. O(d) binomial draws instead of the O(d^2)
-    of one multinomial per source, and exact in distribution:
-
-    1. Split each source: a report from v lands below v with probability v/(d-1), and then uniformly on
-       {0..v-1}; otherwise uniformly on {v+1..d-1}. So E_v ~ Bin(M_v, v/(d-1)) "low" reports and
-       M_v - E_v "high" reports, independently across v.
-    2. Low reports, columns w = d-1 down to 0. The pool holds the low reports of sources above w that have
-       not landed on a column above w. Each such report is uniform on {0..v-1} conditioned on not being
-       in {w+1..v-1}, i.e. uniform on {0..w}, whatever its source, and independently of the others. So
-       Bin(pool, 1/(w+1)) of them land on w. Then the low reports of source w join the pool (they are
-       uniform on {0..w-1}, as every remaining pool report now is).
-    3. High reports, the mirror image: columns w = 0 up to d-1, Bin(pool, 1/(d-w)) land on w, then the high
-       reports of source w join the pool.
-
-    Each step draws the conditional law of the next column given everything drawn so far, so the joint
-    law of L is exactly the one of the independent multinomial rows.
-    """
-    g = _check_rng(rng)
-    m = _as_counts("others_counts", others_counts, ndim=1)
-    d = m.size
-    if d < 2:
-        raise InvalidParameterError(
-            "others_counts", f"<array shape={m.shape}>", "an array of length >= 2 (a domain of d >= 2)"
-        )
-    low = g.binomial(m, np.arange(d, dtype=np.float64) / (d - 1))
-    high = m - low
-    low_list = low.tolist()
-    high_list = high.tolist()
-    landed = [0] * d
-    pool = 0
-    for w in range(d - 1, -1, -1):
-        if pool:
-            k = int(g.binomial(pool, 1.0 / (w + 1)))
-            landed[w] = k
-            pool -= k
-        pool += low_list[w]
-    pool = 0
-    for w in range(d):
-        if pool:
-            k = int(g.binomial(pool, 1.0 / (d - w)))
-            landed[w] += k
-            pool -= k
-        pool += high_list[w]
-    return np.asarray(landed, dtype=np.int64)
-
-
-def sample_grr_counts(
-    params: GRRParams, true_counts: NDArray[np.int64] | Sequence[int], rng: np.random.Generator
-) -> NDArray[np.int64]:
-    """Count of each reported value of GRR for ``true_counts[v]`` users holding v. For simulation only.
-
-    A user holding v reports v with p = T/2^32 and otherwise a uniformly random other value (Kairouz et
-    al., ICML 2016; Wang et al., USENIX Security 2017). So the truthful reports T_v ~ Bin(c_v, p),
-    independently, and the c_v - T_v others are spread by :func:`spread_uniform_others` (exact, O(d)).
-    The result sums to sum(true_counts).
-    """
-    g = _check_rng(rng)
-    d = params.domain.size
-    c = _as_counts("true_counts", true_counts, ndim=1, shape=(d,))
-    truthful = g.binomial(c, threshold_to_probability(params.truth_threshold)).astype(np.int64, copy=False)
-    return truthful + spread_uniform_others(c - truthful, g)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Generalized (k-ary) randomized response over a declared domain of size d.
+"""Generalized (k-ary) randomized response over a declared domain of size d: parameters, encoder, spec.
 
 Algorithm (Kairouz, Bonawitz, Ramage, ICML 2016; "direct encoding" in Wang, Blocki, Li, Jha, USENIX
 Security 2017), with the quantized threshold ``T = params.truth_threshold`` (p = T/2**32):
@@ -8,34 +8,124 @@ Security 2017), with the quantized threshold ``T = params.truth_threshold`` (p =
    uniformly random index *other than* i.
 
 So P(report = i | i) = p and P(report = j | i) = (1-p)/(d-1) for each j != i, exactly; epsilon =
-ln(p (d-1) / (1-p)) as :class:`~ldp_client.params.GRRParams` reports. The per-report path takes u and
-the word for o from one 8-byte read of the OS CSPRNG (bytes 0-3 and 4-7, little-endian), and draws o
-with Lemire's unbiased method (:func:`ldp_client.randomness.uniform_below`), which needs another CSPRNG
-read only on a rejection (probability below (d-1)/2**32). The batch path uses a seeded numpy Generator,
-for simulation.
+ln(p (d-1) / (1-p)) as :class:`GRRParams` reports. The per-report path takes u and the word for o from one
+8-byte read of the OS CSPRNG (bytes 0-3 and 4-7, little-endian), and draws o with Lemire's unbiased method
+(:func:`ldp_client.randomness.uniform_below`), which needs another CSPRNG read only on a rejection
+(probability below (d-1)/2**32). The batch path uses a seeded numpy Generator, for simulation.
+
+Everything else about the mechanism is :data:`SPEC` (:mod:`ldp_client.spec`): the wire layout (``grr``,
+little-endian uint32 indices in ``grr_indices``, ``grr_index``), u32 journal rows, the ``counts``
+accumulator of size d, and the support of each domain item (the reports of that index).
 
 Importing this module does not import numpy.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ldp_client import _oracle_math, privacy
 from ldp_client import randomness as _rnd
-from ldp_client._prob import PROB_ONE
-from ldp_client.errors import DomainError, InvalidParameterError
-from ldp_client.params import GRRParams
+from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
+from ldp_client._proto.ldp.v1 import campaign_pb2
+from ldp_client.codecs import (
+    RowField,
+    decode_index_column,
+    domain_from_proto,
+    domain_to_proto,
+    encode_index_column,
+    index_value,
+    pack_u32_row,
+    unpack_u32_row,
+)
+from ldp_client.domain import Domain, DomainLike, check_epsilon, make_by_fields, report_quantization
+from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
+from ldp_client.spec import (
+    CountsView,
+    Kind,
+    Layout,
+    MakeArgs,
+    MechanismSpec,
+    SecretSource,
+    SumSampler,
+    Support,
+    WireNames,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["GRREncoder", "exact_channel"]
+    from ldp_client._proto.ldp.v1 import reports_pb2
+
+__all__ = ["SPEC", "GRREncoder", "GRRParams", "GRRSpec", "exact_channel", "sample_grr_counts"]
 
 _U32_MASK = PROB_ONE - 1
 _from_bytes = int.from_bytes
 _uniform_below = _rnd.uniform_below
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRRParams:
+    """k-ary (generalized) randomized response over a declared domain of size d.
+
+    Report the true value w.p. p, otherwise a uniformly random *other* value; epsilon = ln(p(d-1)/(1-p)),
+    and p = e^eps/(e^eps + d - 1) at a given epsilon (Kairouz et al., ICML 2016; Wang et al., USENIX
+    Security 2017, "direct encoding").
+    """
+
+    name: ClassVar[str] = "grr"
+    domain: Domain
+    truth_probability: float
+    truth_threshold: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.domain, Domain):
+            object.__setattr__(self, "domain", Domain.of(self.domain))
+        t = quantize_probability("truth_probability", self.truth_probability)
+        d = self.domain.size
+        if not (t * d > PROB_ONE and t < PROB_ONE):
+            raise InvalidParameterError(
+                "truth_probability",
+                self.truth_probability,
+                f"a probability in (1/d, 1) = ({1 / d}, 1)"
+                + rounding_note("truth_probability", self.truth_probability, t),
+            )
+        object.__setattr__(self, "truth_threshold", t)
+
+    @classmethod
+    def from_epsilon(cls, domain: DomainLike, epsilon: float) -> GRRParams:
+        """GRR at ``epsilon``: p = e^eps/(e^eps + d - 1), rounded toward privacy (the largest threshold
+        T with ln(T (d-1) / (2**32 - T)) <= eps, decided exactly)."""
+        eps = check_epsilon(epsilon)
+        dom = Domain.of(domain)
+        d = dom.size
+        t = _oracle_math.grr_like_threshold(d, eps)
+        if t == 0:
+            raise InvalidParameterError(
+                "epsilon", epsilon, f"a value large enough to be represented at d={d}"
+            )
+        params = cls(domain=dom, truth_probability=threshold_to_probability(t))
+        report_quantization(eps, params.epsilon)
+        return params
+
+    @property
+    def p(self) -> float:
+        """P(report = v | value = v)."""
+        return threshold_to_probability(self.truth_threshold)
+
+    @property
+    def q(self) -> float:
+        """P(report = v | value != v) = (1-p)/(d-1)."""
+        return (1.0 - self.p) / (self.domain.size - 1)
+
+    @property
+    def epsilon(self) -> float:
+        return privacy.grr_epsilon(self.p, self.domain.size)
 
 
 def exact_channel(params: GRRParams) -> tuple[tuple[Fraction, ...], ...]:
@@ -157,3 +247,177 @@ def _as_index_array(indices: ArrayLike, size: int) -> NDArray[np.int64]:
         bad = arr[(arr < 0) | (arr >= size)][0]
         raise DomainError("indices", bad.item(), allowed)
     return arr.astype(np.int64, copy=False)
+
+
+def sample_grr_counts(
+    params: GRRParams, true_counts: NDArray[np.int64] | Sequence[int], rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """Count of each reported value of GRR for ``true_counts[v]`` users holding v. For simulation only.
+
+    A user holding v reports v with p = T/2^32 and otherwise a uniformly random other value (Kairouz et
+    al., ICML 2016; Wang et al., USENIX Security 2017). So the truthful reports T_v ~ Bin(c_v, p),
+    independently, and the c_v - T_v others are spread by
+    :func:`ldp_client._exact_sampling.spread_uniform_others` (exact, O(d)). The result sums to
+    sum(true_counts).
+    """
+    import numpy as np
+
+    from ldp_client._exact_sampling import as_counts, check_rng, spread_uniform_others
+
+    g = check_rng(rng)
+    d = params.domain.size
+    c = as_counts("true_counts", true_counts, ndim=1, shape=(d,))
+    truthful = g.binomial(c, threshold_to_probability(params.truth_threshold)).astype(np.int64, copy=False)
+    return truthful + spread_uniform_others(c - truthful, g)
+
+
+_ROW_FIELDS = (RowField(("grr_indices",), 4),)  # the journal row: the u32 index
+
+
+class GRRSpec(MechanismSpec[GRRParams]):
+    """Generalized randomized response for every layer (:mod:`ldp_client.spec`).
+
+    Wire: ``Campaign.grr`` (domain, truth probability), ``ReportBatch.grr_indices`` (little-endian uint32,
+    each < d), ``Report.grr_index``. Journal row: the u32 index. Accumulator: ``counts`` of size d. Items:
+    the domain's values; the report v supports v, with p* = p and q* = (1-p)/(d-1).
+    """
+
+    name: ClassVar[str] = GRRParams.name
+    params_type: ClassVar[type[Any]] = GRRParams
+    kind: ClassVar[Kind] = Kind.SUPPORT
+    wire: ClassVar[WireNames] = WireNames(campaign="grr", batch="grr_indices", report="grr_index")
+    takes_domain: ClassVar[bool] = True
+    epsilon_field: ClassVar[str | None] = "truth_probability"
+
+    def make(
+        self, *, epsilon: float | None, domain: DomainLike | None, fields: dict[str, object]
+    ) -> GRRParams:
+        at_epsilon = (
+            None
+            if epsilon is None or domain is None
+            else functools.partial(GRRParams.from_epsilon, domain, epsilon)
+        )
+        return make_by_fields(
+            GRRParams,
+            self.name,
+            epsilon=epsilon,
+            domain=domain,
+            fields=fields,
+            takes_domain=True,
+            from_epsilon=at_epsilon,
+        )
+
+    def make_args(self, params: GRRParams) -> MakeArgs:
+        dom = params.domain
+        return MakeArgs(
+            domain=dom.labels if dom.labels is not None else dom.size,
+            fields={"truth_probability": params.truth_probability},
+        )
+
+    def params_to_proto(self, params: GRRParams) -> campaign_pb2.GRRParams:
+        return campaign_pb2.GRRParams(
+            domain=domain_to_proto(params.domain), truth_probability=params.truth_probability
+        )
+
+    def params_from_proto(self, msg: campaign_pb2.GRRParams) -> GRRParams:
+        return GRRParams(domain=domain_from_proto(msg.domain), truth_probability=msg.truth_probability)
+
+    def encoder(
+        self, params: GRRParams, *, campaign_id: str, secret: SecretSource | None
+    ) -> Callable[[Any], Any]:
+        return GRREncoder(params).encode
+
+    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: GRRParams, columns: Any) -> None:
+        msg.count, msg.grr_indices = encode_index_column(self.wire.batch, columns, params.domain.size)
+
+    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: GRRParams, n: int) -> Any:
+        return decode_index_column(msg.grr_indices, n, params.domain.size, self.wire.batch)
+
+    def report_to_proto(self, msg: reports_pb2.Report, params: GRRParams, output: Any) -> None:
+        msg.grr_index = index_value("report", output, params.domain.size)
+
+    def report_from_proto(self, msg: reports_pb2.Report, params: GRRParams) -> Any:
+        import numpy as np
+
+        d = params.domain.size
+        if msg.grr_index >= d:
+            raise InvalidReportError(self.wire.report, msg.grr_index, f"an index in [0, {d - 1}]")
+        return np.array([msg.grr_index], dtype=np.int64)
+
+    def batch_from_reports(self, params: GRRParams, reports: Sequence[Any]) -> Any:
+        import numpy as np
+
+        d = params.domain.size
+        return np.array([index_value(f"reports[{i}]", r, d) for i, r in enumerate(reports)], dtype=np.int64)
+
+    def row_fields(self, params: GRRParams) -> tuple[RowField, ...]:
+        return _ROW_FIELDS
+
+    def row_packer(self, params: GRRParams) -> Callable[[Any], bytes]:
+        return pack_u32_row
+
+    def row_unpacker(self, params: GRRParams) -> Callable[[bytes], Any]:
+        return unpack_u32_row
+
+    def encode_batch(
+        self,
+        params: GRRParams,
+        values: NDArray[np.int64],
+        rng: np.random.Generator,
+        *,
+        campaign_id: str,
+        labels: Sequence[str],
+    ) -> Any:
+        return GRREncoder(params).encode_batch(values, rng)
+
+    def sum_sampler(self, params: GRRParams) -> SumSampler | None:
+        def sample(
+            true_counts: NDArray[np.int64],
+            rng: np.random.Generator,
+            *,
+            campaign_id: str,
+            labels: Sequence[str],
+        ) -> NDArray[np.int64]:
+            return sample_grr_counts(params, true_counts, rng)
+
+        return sample
+
+    def layout(self, params: GRRParams) -> Layout:
+        return Layout.counts(params.domain.size)
+
+    def layout_batch(self, params: GRRParams, columns: Any) -> Any:
+        import numpy as np
+
+        arr = np.asarray(columns)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidReportError("reports", str(arr.dtype), "an integer array of domain indices for grr")
+        return arr
+
+    def items(self, params: GRRParams) -> tuple[str, ...]:
+        dom = params.domain
+        return tuple(dom.label(i) for i in range(dom.size))
+
+    def input_value(self, params: GRRParams, index: int) -> Any:
+        return params.domain.value(index)
+
+    def support_rates(self, params: GRRParams) -> tuple[float, float]:
+        return params.p, params.q
+
+    def support(self, params: GRRParams, acc: CountsView, candidates: Sequence[str] = ()) -> Support:
+        p_star, q_star = self.support_rates(params)
+        return Support(labels=self.items(params), counts=acc.counts, n=acc.n, p_star=p_star, q_star=q_star)
+
+    def examples(self) -> tuple[GRRParams, ...]:
+        return (
+            GRRParams.from_epsilon(2, 1.0),
+            GRRParams.from_epsilon(("red", "green", "blue"), 2.0),
+            GRRParams(domain=Domain.of(5), truth_probability=0.5),
+        )
+
+    def exact_outputs(self, params: GRRParams, value: Any) -> Mapping[Hashable, Fraction]:
+        row = exact_channel(params)[params.domain.index(value)]
+        return dict(enumerate(row))
+
+
+SPEC = GRRSpec()
+"""Generalized randomized response, as :mod:`ldp_client.registry` lists it."""

@@ -476,3 +476,63 @@ def test_batch_delta_rejects_bad_reports_and_a_foreign_shape() -> None:
     assert other == before  # nothing added
     with pytest.raises(InvalidReportError, match="at most 16"):
         BitRows(4, 5, _pack(np.ones((17, 5))), np.zeros(17, dtype=np.uint32))
+
+
+# ----------------------------------------------------------- issue 14: the layout table of the registry
+
+
+def test_layout_table_creates_and_feeds_each_layout() -> None:
+    from ldp_aggregator.accumulators import LAYOUT_ACCUMULATORS
+    from ldp_aggregator.support import SupportCountAccumulator
+    from ldp_client.spec import LAYOUT_SUMS
+
+    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) == {"counts", "bits", "support"}
+    counts_cls = LAYOUT_ACCUMULATORS["counts"]
+    counts = counts_cls.of_shape((4,))
+    counts.add_batch(np.array([0, 3, 3]))
+    assert counts == CountAccumulator(np.array([1, 0, 0, 2])) == counts_cls.from_sums(np.array([1, 0, 0, 2]))
+    assert counts.layout_shape == (4,)
+    assert counts_cls.delta_of((4,), np.array([3])) == CountAccumulator(np.array([0, 0, 0, 1]))
+
+    bits_cls = LAYOUT_ACCUMULATORS["bits"]
+    rows = np.packbits(np.array([[1, 0, 1], [0, 1, 1]], dtype=np.uint8), axis=1, bitorder="little")
+    cohorts = np.array([1, 0])
+    bits = bits_cls.of_shape((2, 3))
+    bits.add_batch((cohorts, rows))
+    expected = BitCountAccumulator.zero(2, 3)
+    expected.add_bits(rows, cohorts)
+    assert bits == expected == bits_cls.from_sums((expected.cohort_reports, expected.ones))
+    assert bits.layout_shape == (2, 3)
+    small = bits_cls.delta_of((2, 3), (cohorts, rows))
+    assert isinstance(small, BitRows)  # a tiny batch: rows, no (m, k) temporary
+    assert BitCountAccumulator.zero(2, 3) + small == expected
+    many = bits_cls.delta_of((2, 3), (np.tile(cohorts, 20), np.tile(rows, (20, 1))))
+    assert isinstance(many, BitCountAccumulator) and many.n == 40
+
+    support_cls = LAYOUT_ACCUMULATORS["support"]
+    support = support_cls.of_shape((3,))
+    support.add_batch((5, np.array([1, 5, 0])))
+    assert support == SupportCountAccumulator(5, np.array([1, 5, 0])) == support_cls.from_sums((5, [1, 5, 0]))
+    assert support.layout_shape == (3,) and support_cls.delta_of((3,), (2, np.array([0, 1, 2]))).n == 2
+    for name, cls in LAYOUT_ACCUMULATORS.items():  # the view fields are the accumulators' attributes
+        acc = cls.of_shape((2, 3) if name == "bits" else (3,))
+        assert all(hasattr(acc, field) for field in LAYOUT_SUMS[name])  # type: ignore[index]
+
+
+def test_registered_mechanism_accumulators_come_from_their_layout() -> None:
+    from ldp_aggregator.accumulators import accumulator_from_sums, accumulator_nbytes
+
+    grr = GRRParams.from_epsilon(5, 1.0)
+    assert accumulator_for(grr) == CountAccumulator.zero(5)
+    assert accumulator_nbytes(grr) == 8 * 5 + 64
+    assert accumulator_from_sums(grr, np.array([1, 2, 3, 4, 5])).n == 15
+    with pytest.raises(InvalidReportError) as info:
+        accumulator_from_sums(grr, np.array([1, 2]))
+    assert info.value.field == "accumulator" and "CountAccumulator of shape (5,)" in info.value.allowed
+    with pytest.raises(InvalidReportError) as info:
+        check_matches(BitCountAccumulator.zero(1, 2), BinaryRRParams.two_coin())
+    assert info.value.value == "BitCountAccumulator of shape (1, 2)"
+    assert info.value.allowed == "a CountAccumulator of shape (2,) for mechanism 'rr'"
+    with pytest.raises(InvalidReportError) as info:
+        add_columns(CountAccumulator.zero(2), BinaryRRParams.two_coin(), np.array([0, 1]))
+    assert info.value.field == "reports" and "bool" in info.value.allowed

@@ -654,3 +654,57 @@ def test_rappor_candidates_random_cohort_assignment() -> None:
     covered = ((_field(ests, "ci_low") <= truth) & (truth <= _field(ests, "ci_high"))).sum(axis=0)
     clo, chi = _coverage_band(reps, M)
     assert np.all((clo <= covered) & (covered <= chi)), (covered, n)
+
+
+# ------------------------------------------------------------- issue 14: per-item rates, Support estimator
+
+
+def test_per_item_rates_give_each_item_exactly_its_scalar_result() -> None:
+    rng = np.random.default_rng(14)
+    for _ in range(200):
+        d = int(rng.integers(1, 6))
+        n = int(rng.integers(1, 10**6))
+        counts = rng.integers(0, n + 1, size=d)
+        p = rng.uniform(0.0, 1.0, size=d)
+        q = rng.uniform(0.0, 1.0, size=d)
+        conf = float(rng.choice([0.5, 0.95, 0.999]))
+        together = pure_oracle_arrays(counts, n, p, q, conf)
+        for i in range(d):  # p < q on some items: those count non-supporting reports, as a scalar call does
+            alone = pure_oracle_arrays(counts[i : i + 1], n, float(p[i]), float(q[i]), conf)
+            for name in ("count", "std_error", "ci_low", "ci_high"):
+                assert getattr(together, name)[i] == getattr(alone, name)[0], (name, i)
+
+
+def test_per_item_rates_are_checked_item_by_item() -> None:
+    with pytest.raises(InvalidParameterError) as info:
+        pure_oracle_arrays([1, 2], 10, [0.5, 0.3], [0.2, 0.3])
+    assert info.value.field == "p_star[1]" and "q_star[1]" in info.value.allowed
+    with pytest.raises(InvalidParameterError) as info:
+        pure_oracle_arrays([1, 2], 10, [0.5, 1.5], 0.2)
+    assert info.value.field == "p_star" and info.value.value == 1.5
+    with pytest.raises(InvalidParameterError) as info:
+        pure_oracle_arrays([1, 2], 10, [0.5, 0.6, 0.7], 0.2)
+    assert info.value.field == "p_star" and info.value.value == (3,)
+    # One rate for all items keeps the scalar checks and messages.
+    with pytest.raises(InvalidParameterError) as info:
+        pure_oracle_arrays([1, 2], 10, "0.5", 0.2)  # type: ignore[arg-type]
+    assert info.value.field == "p_star" and info.value.allowed == "a probability in [0, 1]"
+
+
+def test_estimate_support_is_the_pure_oracle_estimate() -> None:
+    from ldp_aggregator.estimators import estimate_support
+    from ldp_client.spec import Support
+
+    sup = Support(labels=("a", "b"), counts=[30, 70], n=100, p_star=(0.8, 0.7), q_star=(0.1, 0.2))
+    est = estimate_support(sup, mechanism="m", epsilon=1.5, confidence=0.9)
+    assert (est.mechanism, est.n, est.epsilon, est.epsilon_inf, est.confidence) == ("m", 100, 1.5, None, 0.9)
+    for i, it in enumerate(est.items):
+        p, q = (0.8, 0.7)[i], (0.1, 0.2)[i]
+        assert it == pure_oracle_estimate([(30, 70)[i]], 100, p, q, [it.label], confidence=0.9)[0]
+    empty = Support(labels=("a",), counts=[0], n=0, p_star=0.5, q_star=0.1)
+    with pytest.raises(NoReportsError):
+        estimate_support(empty, mechanism="m", epsilon=1.0)
+    mismatched = Support(labels=("a",), counts=[1, 2], n=5, p_star=0.5, q_star=0.1)
+    with pytest.raises(InvalidParameterError) as info:
+        estimate_support(mismatched, mechanism="m", epsilon=1.0)
+    assert info.value.field == "labels"

@@ -1,0 +1,115 @@
+"""The registered mechanisms: one line per mechanism, and the lookups every layer uses.
+
+A mechanism is registered by importing its module's ``SPEC`` (:mod:`ldp_client.spec`) here and adding it to
+:data:`SPECS` (import the module itself, ``ldp_client.mechanisms.NAME``, never the package); the
+parameter facade (:func:`ldp_client.params.make_params`), the wire codec, the reporter, the aggregator's
+accumulators and estimators and the simulator then find it here, by parameters (:func:`spec_for`), by name
+(:func:`spec_named`) or by the ``Campaign.mechanism`` oneof member (:func:`spec_for_member`).
+
+Mechanisms not yet ported to a spec are still handled by the facades' older code, which each facade reaches
+only after :func:`find` (or :func:`find_named`, :func:`find_member`) returned None.
+
+Imports flow one way: this module imports the mechanism modules, and a mechanism module never imports this
+one (nor :mod:`ldp_client.params`, which imports this one). Importing it does not import numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
+from ldp_client.mechanisms.rr import SPEC as RR_SPEC
+from ldp_client.spec import MechanismSpec
+
+__all__ = [
+    "SPECS",
+    "find",
+    "find_member",
+    "find_named",
+    "names",
+    "spec_for",
+    "spec_for_member",
+    "spec_named",
+]
+
+AnySpec = MechanismSpec[Any]
+
+SPECS: Final[tuple[AnySpec, ...]] = (
+    RR_SPEC,
+    GRR_SPEC,
+)
+"""Every registered mechanism, in the order names are listed to users."""
+
+_BY_NAME: Final[dict[str, AnySpec]] = {s.name: s for s in SPECS}
+# Exact types: a subclass of a parameter class (BLHParams of OLHParams) is its own mechanism.
+_BY_TYPE: Final[dict[type, AnySpec]] = {s.params_type: s for s in SPECS}
+_BY_MEMBER: Final[dict[str, AnySpec]] = {s.wire.campaign: s for s in SPECS}
+
+
+def _check_unique() -> None:
+    """Two specs may not share a name, a parameter class or a oneof member (a registry bug, at import)."""
+    for what, table in (("name", _BY_NAME), ("parameter class", _BY_TYPE), ("campaign member", _BY_MEMBER)):
+        if len(table) != len(SPECS):
+            raise RuntimeError(f"ldp_client.registry: two registered mechanisms share a {what}")
+
+
+_check_unique()
+
+
+def names() -> tuple[str, ...]:
+    """The registered mechanisms' names, in :data:`SPECS` order."""
+    return tuple(_BY_NAME)
+
+
+def find(params: object) -> AnySpec | None:
+    """The spec of ``params``' exact type, or None when its mechanism is not registered."""
+    return _BY_TYPE.get(type(params))
+
+
+def find_named(name: object) -> AnySpec | None:
+    """The spec named ``name``, or None when no registered mechanism has that name."""
+    return _BY_NAME.get(name) if isinstance(name, str) else None
+
+
+def find_member(member: object) -> AnySpec | None:
+    """The spec whose ``Campaign.mechanism`` member is ``member``, or None."""
+    return _BY_MEMBER.get(member) if isinstance(member, str) else None
+
+
+def spec_for(params: object) -> AnySpec:
+    """The spec of a parameter object.
+
+    Raises:
+        InvalidParameterError: ``params`` is not the parameters of a registered mechanism.
+    """
+    spec = find(params)
+    if spec is None:
+        allowed = f"the parameters of a registered mechanism ({', '.join(names())})"
+        raise InvalidParameterError("params", type(params).__name__, allowed)
+    return spec
+
+
+def spec_named(name: object) -> AnySpec:
+    """The spec of the mechanism called ``name``.
+
+    Raises:
+        InvalidParameterError: no registered mechanism has that name (the message lists them).
+    """
+    spec = find_named(name)
+    if spec is None:
+        raise InvalidParameterError("mechanism", name, f"one of {', '.join(names())}")
+    return spec
+
+
+def spec_for_member(member: object) -> AnySpec:
+    """The spec of a ``Campaign.mechanism`` oneof member (e.g. ``"grr"``).
+
+    Raises:
+        InvalidParameterError: no registered mechanism uses that member (the message lists them).
+    """
+    spec = find_member(member)
+    if spec is None:
+        allowed = ", ".join(s.wire.campaign for s in SPECS)
+        raise InvalidParameterError("mechanism", member, f"one of {allowed}")
+    return spec

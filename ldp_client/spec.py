@@ -1,0 +1,481 @@
+"""The mechanism specification: everything the client, the aggregator and the simulator need of a mechanism.
+
+A mechanism is one module under ``ldp_client/mechanisms/`` that defines its parameter class, its encoder and
+``SPEC``, an instance of a :class:`MechanismSpec` subclass. :mod:`ldp_client.registry` lists the specs; every
+layer looks a mechanism up there (``spec_for(params)``, ``spec_named(name)``, ``spec_for_member(member)``)
+and calls the spec's methods. Layers branch only on a few :class:`Kind` values (how the server estimates)
+and :class:`Layout` kinds (which accumulator holds the sums), never on a mechanism's name or class.
+
+The spec lives in the client package (the bottom of ``simulations -> ldp_aggregator -> ldp_client``), so
+its server-side hooks speak in terms the client owns: a :class:`Layout` names one of the aggregator's few
+generic accumulators and its shape, :meth:`MechanismSpec.layout_batch` turns decoded batch columns into
+that accumulator's standard input, and :meth:`MechanismSpec.support` reads an accumulator through the small
+view protocols below (:class:`CountsView`, :class:`BitsView`, :class:`SupportView`) and returns a
+:class:`Support`, which the one pure-oracle estimator of ``ldp_aggregator.estimators`` turns into estimates.
+
+**The Support contract** (Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency
+Estimation", USENIX Security 2017, §4). A report *supports* item v with probability p* if its user holds v
+and q* otherwise (``p_star`` / ``q_star``; here they mean exactly this and nothing else). With C_v of the n
+reports supporting v and c_v users holding it::
+
+    count_hat_v = (C_v - n q*) / (p* - q*)                                         (unbiased for c_v)
+    Var[count_hat_v] = (n q*(1 - q*) + c_v (p* - q*)(1 - p* - q*)) / (p* - q*)^2
+
+The rates may differ between items (binary RR: "yes" has p* = P(yes|yes), q* = P(yes|no); "no" has
+p* = 1 - P(yes|no), q* = 1 - P(yes|yes)), so they are a scalar or one value per item.
+
+Importing this module does not import numpy (the device's reporter imports it through the registry); the
+simulation and server methods of a spec import numpy when called.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias, TypeVar
+
+from ldp_client.codecs import RowField
+
+if TYPE_CHECKING:
+    import numpy as np
+    from google.protobuf.message import Message
+    from numpy.typing import NDArray
+
+    from ldp_client._proto.ldp.v1 import reports_pb2
+    from ldp_client.domain import DomainLike
+    from ldp_client.secret import ClientSecret
+
+__all__ = [
+    "LAYOUT_SUMS",
+    "BitsView",
+    "CountsView",
+    "Kind",
+    "Layout",
+    "LayoutKind",
+    "MakeArgs",
+    "MechanismSpec",
+    "ParamsLike",
+    "Rates",
+    "RowField",
+    "SecretSource",
+    "SumSampler",
+    "Support",
+    "SupportView",
+    "WireNames",
+]
+
+
+class Kind(enum.Enum):
+    """How the server estimates a mechanism's campaigns; the aggregator keys a table by this."""
+
+    SUPPORT = "support"
+    """Per-item support counts and (p*, q*) (:class:`Support`): rr, grr, basic/boolean RAPPOR, the
+    frequency oracles (oue, sue, olh, blh, ss, hr, set-valued)."""
+    RAPPOR = "rappor"
+    """String RAPPOR: per-cohort Bloom-bit counts; candidate strings by regression and decoding."""
+    MEAN = "mean"
+    """Numeric mechanisms: means and sums."""
+    PAIRED = "paired"
+    """Two variables per report: association."""
+
+
+LayoutKind: TypeAlias = Literal["counts", "bits", "support", "moments", "paired"]
+
+# Bytes a serialized accumulator adds beyond its 64-bit counters (headers and checksum), in the size check.
+_ACCUMULATOR_OVERHEAD = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The accumulator a campaign needs: one of the aggregator's generic layouts, and its shape.
+
+    Layouts and their standard input (what :meth:`MechanismSpec.layout_batch` returns for a batch):
+
+    ======== ============ ===============================================================================
+    kind     shape        standard input of one batch
+    ======== ============ ===============================================================================
+    counts   (size,)      a 1-D integer (or bool) array of reported value indices in [0, size): the
+                          accumulator counts the reports of each value
+    bits     (m, k)       ``(cohorts, bits)``: cohorts an integer array (n,) in [0, m), or None when m = 1;
+                          bits uint8 (n, ceil(k/8)) packed in little bit order, zero padding
+    support  (size,)      ``(n, support)``: the number of reports and, per item, how many support it
+    moments  see spec     defined with the numeric mechanisms' port
+    paired   see spec     defined with the paired mechanisms' port
+    ======== ============ ===============================================================================
+
+    Attributes:
+        kind: the layout; the aggregator creates and feeds accumulators through a table keyed by it.
+        shape: as in the table.
+        nbytes: the serialized size of the empty accumulator, for the service's max_accumulator_bytes check
+            (computed without allocating anything).
+    """
+
+    kind: LayoutKind
+    shape: tuple[int, ...]
+    nbytes: int
+
+    @classmethod
+    def counts(cls, size: int) -> Layout:
+        """Counts of ``size`` reported values (8 bytes per counter)."""
+        return cls("counts", (size,), 8 * size + _ACCUMULATOR_OVERHEAD)
+
+    @classmethod
+    def bits(cls, m: int, k: int) -> Layout:
+        """Per cohort (m of them) the number of reports and the ones of each of k bits."""
+        return cls("bits", (m, k), 8 * (m * k + m) + _ACCUMULATOR_OVERHEAD)
+
+    @classmethod
+    def support(cls, size: int) -> Layout:
+        """The number of reports and, for each of ``size`` items, the reports that support it."""
+        return cls("support", (size,), 8 * size + _ACCUMULATOR_OVERHEAD)
+
+
+LAYOUT_SUMS: dict[LayoutKind, tuple[str, ...]] = {
+    "counts": ("counts",),
+    "bits": ("cohort_reports", "ones"),
+    "support": ("reports", "support"),
+}
+"""The sums each layout's accumulator holds: the attributes its view protocol shows (:class:`CountsView`,
+:class:`BitsView`, :class:`SupportView`), in the order a :class:`SumSampler` returns them (one field: the
+array itself; several: a tuple)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireNames:
+    """The members of the ``ldp.v1`` oneofs that carry a mechanism (fixed by the protos).
+
+    Attributes:
+        campaign: ``Campaign.mechanism`` member, e.g. ``"grr"``.
+        batch: ``ReportBatch.payload`` member, e.g. ``"grr_indices"``.
+        report: ``Report.value`` member, e.g. ``"grr_index"``.
+    """
+
+    campaign: str
+    batch: str
+    report: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MakeArgs:
+    """Parameters by name, as ``make_params`` (and ``--epsilon``/``--domain``/``--param``) take them."""
+
+    epsilon: float | None = None
+    domain: int | tuple[str, ...] | None = None
+    fields: Mapping[str, object] = field(default_factory=dict)
+
+
+Rates: TypeAlias = "float | Sequence[float] | NDArray[np.float64]"
+"""A support rate: one value for every item, or one per item."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Support:
+    """Per-item support counts and rates: all the pure-oracle estimator needs (module docstring).
+
+    Attributes:
+        labels: the items, in order.
+        counts: C_v, the number of reports supporting each item (1-D, one per label; floats are allowed for
+            exact expected-count checks).
+        n: the number of reports.
+        p_star: P(a report supports v | its user holds v): a scalar, or one per item.
+        q_star: P(a report supports v | its user does not hold v): a scalar, or one per item; it differs
+            from p_star for every item.
+        epsilon_inf: the longitudinal bound reported with the estimates (None: the mechanism has none).
+    """
+
+    labels: tuple[str, ...]
+    counts: Any
+    n: int
+    p_star: Rates
+    q_star: Rates
+    epsilon_inf: float | None = None
+
+
+class CountsView(Protocol):
+    """What a ``counts`` layout accumulator shows a spec: ``counts[v]`` reports of value v."""
+
+    @property
+    def counts(self) -> NDArray[Any]: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+class BitsView(Protocol):
+    """What a ``bits`` accumulator shows: per cohort j, ``cohort_reports[j]`` and ``ones[j, i]``."""
+
+    @property
+    def cohort_reports(self) -> NDArray[Any]: ...
+
+    @property
+    def ones(self) -> NDArray[Any]: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+class SupportView(Protocol):
+    """What a ``support`` accumulator shows: ``reports`` reports, ``support[v]`` of which support v."""
+
+    @property
+    def reports(self) -> int: ...
+
+    @property
+    def support(self) -> NDArray[Any]: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+SecretSource: TypeAlias = "ClientSecret | Callable[[], ClientSecret]"
+"""The device's client secret, or a function returning it (called only by mechanisms that need one)."""
+
+
+class SumSampler(Protocol):
+    """Exact sampling of a batch's sums for ``true_counts[v]`` users holding each value v (simulation).
+
+    Returns the sums in the form of the spec's :class:`Layout` (counts: the count of each reported value;
+    bits: ``(cohort_reports, ones)``; support: ``(n, support)``), drawn with the seeded ``rng`` so that they
+    have exactly the law of the sums of one report per user.
+    """
+
+    def __call__(
+        self,
+        true_counts: NDArray[np.int64],
+        rng: np.random.Generator,
+        *,
+        campaign_id: str,
+        labels: Sequence[str],
+    ) -> Any: ...
+
+
+class ParamsLike(Protocol):
+    """What every parameter class offers: its mechanism name and the per-report epsilon it guarantees."""
+
+    name: ClassVar[str]
+
+    @property
+    def epsilon(self) -> float: ...
+
+
+P = TypeVar("P", bound=ParamsLike)
+
+
+class MechanismSpec(abc.ABC, Generic[P]):
+    """Everything about one mechanism, for every layer; subclass it once per mechanism (``SPEC``).
+
+    Class attributes describe the mechanism; methods take the parameters (an instance of ``params_type``)
+    first. Abstract methods are what every mechanism defines; the others have a default (no longitudinal
+    bound, no secret, no exact sum sampler) or raise ``NotImplementedError`` where a kind does not need them
+    (e.g. :meth:`support` outside :attr:`Kind.SUPPORT`). Methods marked *numpy* are for the server and
+    simulations: they import numpy when called, and the device path never calls them.
+
+    Attributes:
+        name: the mechanism's name (``make_params(name, ...)``, ``--mechanism NAME``); equal to
+            ``params_type.name``.
+        params_type: the frozen parameter dataclass.
+        kind: how the server estimates (:class:`Kind`).
+        wire: the ``ldp.v1`` oneof members (:class:`WireNames`).
+        takes_domain: ``make`` needs a declared domain (a size or labels).
+        fixed_domain_size: the number of values a simulated population has when the mechanism fixes it (rr:
+            2, value 1 = yes), else None.
+        per_device_state: a device keeps state across reports (a client secret, a memoized response), so a
+            simulation needs one client per simulated user; False lets one reporter stand for many users.
+        epsilon_field: the field that sets the mechanism instead of ``epsilon`` (``truth_probability``),
+            named when neither is given; None if epsilon is not the usual way to set it.
+    """
+
+    name: ClassVar[str]
+    params_type: ClassVar[type[Any]]
+    kind: ClassVar[Kind]
+    wire: ClassVar[WireNames]
+    takes_domain: ClassVar[bool] = False
+    fixed_domain_size: ClassVar[int | None] = None
+    per_device_state: ClassVar[bool] = False
+    epsilon_field: ClassVar[str | None] = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    # ------------------------------------------------------------------------------------ parameters
+
+    @abc.abstractmethod
+    def make(self, *, epsilon: float | None, domain: DomainLike | None, fields: dict[str, object]) -> P:
+        """The parameters by name: what ``make_params(name, epsilon=..., domain=..., fields=...)`` returns.
+
+        ``fields`` maps init fields of the parameter class to values (strings are converted). Raises
+        InvalidParameterError naming the field and what is allowed.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def make_args(self, params: P) -> MakeArgs:
+        """The inverse of :meth:`make`: ``make(**make_args(p))`` equals ``p`` (campaign files, CLIs)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def params_to_proto(self, params: P) -> Message:
+        """The ``Campaign.mechanism`` member message (``wire.campaign``) of ``params``."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def params_from_proto(self, msg: Any) -> P:
+        """Validated parameters of a ``Campaign.mechanism`` member message.
+
+        Raises InvalidParameterError with the field named relative to the member (``domain.size``); the
+        caller prefixes the member.
+        """
+        raise NotImplementedError
+
+    def epsilon_inf(self, params: P) -> float:
+        """Longitudinal bound over unlimited reports of one unchanging value; +inf when there is none
+        (fresh noise per report: k reports cost k epsilon)."""
+        return math.inf
+
+    # ---------------------------------------------------------------------------------------- device
+
+    def needs_secret(self, params: P) -> bool:
+        """The encoder needs the device's client secret (RAPPOR's cohort and permanent response)."""
+        return False
+
+    @abc.abstractmethod
+    def encoder(self, params: P, *, campaign_id: str, secret: SecretSource | None) -> Callable[[Any], Any]:
+        """The per-report ``encode`` (OS CSPRNG, no numpy) of a device.
+
+        ``secret`` is called only when :meth:`needs_secret`, so an app of a mechanism without one never
+        creates a secret file.
+        """
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------- codec
+
+    @abc.abstractmethod
+    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: P, columns: Any) -> None:
+        """Set ``msg.count`` and the payload (``wire.batch``) from batch columns (numpy).
+
+        The columns are checked with the rules of :meth:`batch_from_proto`, so a batch built here is one
+        the server accepts. Raises InvalidReportError.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: P, n: int) -> Any:
+        """Validated columns of a batch of ``n`` reports (numpy; ids, count and payload kind are already
+        checked by ``wire``). Raises InvalidReportError naming the field and value; accepts or rejects the
+        batch whole."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def report_to_proto(self, msg: reports_pb2.Report, params: P, output: Any) -> None:
+        """Set ``msg``'s value (``wire.report``) from one per-report encoder output (pure Python)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def report_from_proto(self, msg: reports_pb2.Report, params: P) -> Any:
+        """Validated columns of a batch of one from a single report (numpy; ids and member checked)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def batch_from_reports(self, params: P, reports: Sequence[Any]) -> Any:
+        """Batch columns from per-report encoder outputs (numpy; device side, a loop over the reports).
+        ``reports`` is not empty (``wire`` checks the count)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def row_fields(self, params: P) -> tuple[RowField, ...]:
+        """The reporter's journal row of one report, field by field in row order (pure Python).
+
+        Paths are relative to the batch (``(wire.batch,)`` or ``(wire.batch, column)``); a field marked
+        ``packed`` is one byte 0/1 packed 8 per byte in its column.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def row_packer(self, params: P) -> Callable[[Any], bytes]:
+        """The journal row (``row_fields``' layout) of one per-report encoder output (pure Python)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def row_unpacker(self, params: P) -> Callable[[bytes], Any]:
+        """Inverse of :meth:`row_packer`: the encoder output a journal row stands for (to validate it)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------ simulation
+
+    @abc.abstractmethod
+    def encode_batch(
+        self,
+        params: P,
+        values: NDArray[np.int64],
+        rng: np.random.Generator,
+        *,
+        campaign_id: str,
+        labels: Sequence[str],
+    ) -> Any:
+        """One report per simulated user (numpy, seeded ``rng`` only): batch columns.
+
+        ``values`` are population indices in [0, D): index i is :meth:`input_value` ``(params, i)`` (and
+        ``labels[i]`` is its string, for mechanisms that hash strings).
+        """
+        raise NotImplementedError
+
+    def sum_sampler(self, params: P) -> SumSampler | None:
+        """Exact sampling of the sums (:class:`SumSampler`), or None when there is none (the simulator then
+        encodes every report). The returned function may cache work across repeats."""
+        return None
+
+    # ---------------------------------------------------------------------------------------- server
+
+    @abc.abstractmethod
+    def layout(self, params: P) -> Layout:
+        """The accumulator a campaign of ``params`` needs (:class:`Layout`)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def layout_batch(self, params: P, columns: Any) -> Any:
+        """The layout's standard input (:class:`Layout` table) for decoded batch columns (numpy).
+
+        Raises InvalidReportError for columns of the wrong kind (e.g. a non-bool array for rr).
+        """
+        raise NotImplementedError
+
+    def items(self, params: P) -> tuple[str, ...]:
+        """Labels of the estimated items, where the parameters fix them (rr: no, yes; grr: the domain)."""
+        raise NotImplementedError
+
+    def input_value(self, params: P, index: int) -> Any:
+        """The value a device encodes for item ``index`` of :meth:`items` (rr: False/True; grr: the label
+        or integer)."""
+        raise NotImplementedError
+
+    def inputs(self, params: P) -> tuple[Any, ...]:
+        """Every value a device may encode, for exhaustive checks at small parameters; by default the
+        input of each item of :meth:`items`, in item order."""
+        return tuple(self.input_value(params, i) for i in range(len(self.items(params))))
+
+    def support_rates(self, params: P) -> tuple[Rates, Rates]:
+        """``(p*, q*)`` of the items (scalars or one per item; :class:`Support`). Kind.SUPPORT only."""
+        raise NotImplementedError
+
+    def support(self, params: P, acc: Any, candidates: Sequence[str] = ()) -> Support:
+        """The :class:`Support` of a campaign's accumulator (read through its view protocol). Kind.SUPPORT
+        only; ``candidates`` for mechanisms that estimate a candidate list."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------ conformance tests
+
+    @abc.abstractmethod
+    def examples(self) -> tuple[P, ...]:
+        """A few small parameter objects for exhaustive checks (enumeration of every output)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def exact_outputs(self, params: P, value: Any) -> Mapping[Hashable, Fraction]:
+        """The exact output distribution of the encoder for input ``value``: every possible per-report
+        output (hashable, as ``encode`` returns it) with its probability, from the quantized thresholds
+        (small parameters only: it enumerates)."""
+        raise NotImplementedError

@@ -1,0 +1,77 @@
+"""The registry of mechanism specs: lookups, clear errors, names in order, and one-way imports."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from ldp_client import registry
+from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.grr import GRRParams
+from ldp_client.mechanisms.rr import BinaryRRParams
+from ldp_client.params import MECHANISM_NAMES, RapporParams, make_params
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_lookups_find_the_registered_specs() -> None:
+    rr, grr = BinaryRRParams.two_coin(), GRRParams.from_epsilon(3, 1.0)
+    assert registry.spec_for(rr).name == "rr" and registry.spec_for(grr).name == "grr"
+    assert registry.spec_named("grr") is registry.spec_for(grr)
+    assert registry.spec_for_member("rr") is registry.spec_for(rr)
+    assert registry.names()[:2] == ("rr", "grr")
+    # Not registered (yet): None from find, so the facades use their older code.
+    assert registry.find(RapporParams()) is None
+    assert registry.find_named("rappor") is None and registry.find_member("basic_rappor") is None
+
+
+def test_unknown_names_say_what_is_allowed() -> None:
+    with pytest.raises(InvalidParameterError) as info:
+        registry.spec_named("nope")
+    assert info.value.field == "mechanism" and info.value.value == "nope"
+    assert "rr, grr" in info.value.allowed
+    with pytest.raises(InvalidParameterError) as info:
+        registry.spec_for(object())
+    assert info.value.field == "params" and info.value.value == "object" and "rr, grr" in info.value.allowed
+    with pytest.raises(InvalidParameterError) as info:
+        registry.spec_for_member("grr_indices")
+    assert info.value.field == "mechanism" and "rr, grr" in info.value.allowed
+    assert registry.find_named(3) is None and registry.find_member(None) is None
+
+
+def test_mechanism_names_keep_their_order() -> None:
+    assert MECHANISM_NAMES == (
+        "rr", "grr", "rappor", "basic-rappor", "boolean-rappor", "oue", "sue", "olh", "blh", "ss", "hr",
+        "set-valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired",
+    )  # fmt: skip
+    with pytest.raises(InvalidParameterError) as info:
+        make_params("nope")
+    assert info.value.allowed == "one of " + ", ".join(MECHANISM_NAMES)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize("spec", registry.SPECS, ids=lambda s: s.name)
+def test_mechanism_modules_never_import_the_registry_or_the_params_facade(spec: object) -> None:
+    # The registry imports the mechanism modules and params.py imports the registry: an import back, even
+    # inside a function, would be a cycle.
+    module = importlib.import_module(type(spec).__module__)
+    assert module.__file__ is not None
+    imported = _imported_modules(Path(module.__file__))
+    for facade in ("ldp_client.registry", "ldp_client.params", "ldp_client.wire"):
+        assert facade not in imported, f"{module.__name__} imports {facade}"
+    assert "ldp_client.mechanisms" not in {n for n in imported if n.count(".") == 1}, (
+        "import the mechanism modules themselves, not the package (it imports every encoder)"
+    )

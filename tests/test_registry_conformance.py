@@ -1,0 +1,389 @@
+"""Every registered mechanism (ldp_client.registry.SPECS) passes the same checks, with no per-mechanism code.
+
+A new mechanism joins these tests by being registered. What each check guards:
+
+* the spec and the registry agree (name, parameter class, oneof members, lookups, ``make_params``);
+* parameters by name round-trip (``make(**make_args(p)) == p``);
+* exact epsilon by enumeration: the spec's exact output distribution (Fractions) has max ratio e^epsilon
+  with epsilon the one the parameters report, and the device's encoder only ever outputs what it lists;
+* the batch encoder and the exact sum sampler follow that distribution (seeded, bounds from the variance);
+* the estimator is exact at the expected counts (Kind.SUPPORT: through the spec's Support);
+* codec round trips: parameters, batches, single reports, journal rows (bytes equal to the batch codec's);
+* accumulators: merge associative and commutative, the byte form round-trips, the size bound holds;
+* the mechanism is offered by ``ldp-sim run`` and by ``ldp-aggregator campaign create``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ldp_aggregator.accumulators import (
+    accumulator_for,
+    accumulator_from_bytes,
+    accumulator_from_sums,
+    accumulator_nbytes,
+    add_columns,
+    batch_delta,
+    check_matches,
+)
+from ldp_aggregator.cli import app as aggregator_app
+from ldp_aggregator.estimators import estimate_frequencies, estimate_support
+from ldp_aggregator.server import BackgroundServer, ServerConfig
+from ldp_client import _journal_rows, registry, wire
+from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client.params import MECHANISM_NAMES, make_params
+from ldp_client.reporter import encoder_for
+from ldp_client.secret import ClientSecret
+from ldp_client.spec import LAYOUT_SUMS, Kind, MechanismSpec
+from simulations.cli import app as sim_app
+
+CASES = [
+    pytest.param(spec, params, id=f"{spec.name}-{i}")
+    for spec in registry.SPECS
+    for i, params in enumerate(spec.examples())
+]
+SPECS = [pytest.param(spec, id=spec.name) for spec in registry.SPECS]
+runner = CliRunner()
+# Seeded sampling checks: a cell may deviate from its expectation by at most this many standard deviations.
+Z = 6.0
+
+
+def _outputs(spec: MechanismSpec[Any], params: Any) -> list[Any]:
+    """Every output the encoder can produce for some input, in a fixed order."""
+    seen: dict[Any, None] = {}
+    for x in spec.inputs(params):
+        for y, p in spec.exact_outputs(params, x).items():
+            if p > 0:
+                seen.setdefault(y, None)
+    return sorted(seen, key=repr)
+
+
+def _sums(spec: MechanismSpec[Any], params: Any, acc: Any) -> dict[str, np.ndarray]:
+    """The layout's sums of an accumulator (ldp_client.spec.LAYOUT_SUMS), as float arrays."""
+    names = LAYOUT_SUMS[spec.layout(params).kind]
+    return {name: np.asarray(getattr(acc, name), dtype=np.float64) for name in names}
+
+
+def _one_report_sums(spec: MechanismSpec[Any], params: Any, output: Any) -> dict[str, np.ndarray]:
+    acc = accumulator_for(params)
+    add_columns(acc, params, wire.batch_from_reports(params, [output]))
+    return _sums(spec, params, acc)
+
+
+def _expected_sums(spec: MechanismSpec[Any], params: Any, true_counts: list[int]) -> dict[str, np.ndarray]:
+    """E[sums] of one report per user, ``true_counts[i]`` users holding input i (from the exact outputs)."""
+    per_output = {y: _one_report_sums(spec, params, y) for y in _outputs(spec, params)}
+    total: dict[str, np.ndarray] = {}
+    for x, c in zip(spec.inputs(params), true_counts, strict=True):
+        for y, p in spec.exact_outputs(params, x).items():
+            if p == 0:
+                continue
+            for name, arr in per_output[y].items():
+                total[name] = total.get(name, np.zeros_like(arr)) + float(c * p) * arr
+    return total
+
+
+def _same_columns(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (
+            isinstance(a, tuple)
+            and isinstance(b, tuple)
+            and len(a) == len(b)
+            and all(_same_columns(x, y) for x, y in zip(a, b, strict=True))
+        )
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+# ------------------------------------------------------------------------------------------ registry
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_spec_and_registry_agree(spec: MechanismSpec[Any]) -> None:
+    assert spec.name == spec.params_type.name
+    assert registry.spec_named(spec.name) is spec
+    assert registry.spec_for_member(spec.wire.campaign) is spec
+    assert spec.name in MECHANISM_NAMES and spec.name in registry.names()
+    examples = spec.examples()
+    assert examples, "a spec offers small example parameters for these checks"
+    for params in examples:
+        assert type(params) is spec.params_type
+        assert registry.spec_for(params) is spec
+    # The oneof members are those of the protos.
+    assert spec.wire.campaign in _members(campaign_pb2.Campaign, "mechanism")
+    assert spec.wire.batch in _members(reports_pb2.ReportBatch, "payload")
+    assert spec.wire.report in _members(reports_pb2.Report, "value")
+
+
+def _members(message: Any, oneof: str) -> set[str]:
+    return {f.name for f in message.DESCRIPTOR.oneofs_by_name[oneof].fields}
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_parameters_by_name_round_trip(spec: MechanismSpec[Any], params: Any) -> None:
+    args = spec.make_args(params)
+    assert spec.make(epsilon=args.epsilon, domain=args.domain, fields=dict(args.fields)) == params
+    assert (
+        make_params(spec.name, epsilon=args.epsilon, domain=args.domain, fields=dict(args.fields)) == params
+    )
+
+
+# ------------------------------------------------------------------------------------------- privacy
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_exact_epsilon_by_enumeration(spec: MechanismSpec[Any], params: Any) -> None:
+    inputs = spec.inputs(params)
+    dists = [spec.exact_outputs(params, x) for x in inputs]
+    for x, dist in zip(inputs, dists, strict=True):
+        assert sum(dist.values()) == 1, f"P(.|{x!r}) sums to {sum(dist.values())}"
+        assert all(isinstance(p, Fraction) and p >= 0 for p in dist.values())
+    worst = Fraction(1)
+    for y in _outputs(spec, params):
+        probs = [d.get(y, Fraction(0)) for d in dists]
+        if min(probs) == 0:
+            pytest.fail(f"output {y!r} is impossible for some input and possible for another: epsilon = inf")
+        worst = max(worst, max(probs) / min(probs))
+    # The max ratio, exact in Fractions, is e^epsilon with epsilon as the parameters report it.
+    assert math.isclose(math.log(worst), params.epsilon, rel_tol=1e-12, abs_tol=1e-12), (
+        f"max ratio e^{math.log(worst)!r}, the parameters report epsilon={params.epsilon!r}"
+    )
+    assert math.isclose(wire.epsilon_inf(params), spec.epsilon_inf(params))
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_device_encoder_outputs_are_the_enumerated_ones(spec: MechanismSpec[Any], params: Any) -> None:
+    encode = encoder_for(params, campaign_id="conformance", secret=ClientSecret.from_bytes(bytes(range(32))))
+    for x in spec.inputs(params):
+        possible = {y for y, p in spec.exact_outputs(params, x).items() if p > 0}
+        for _ in range(64):
+            y = encode(x)
+            assert y in possible, f"encode({x!r}) returned {y!r}, not among {sorted(possible, key=repr)}"
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_batch_encoder_follows_the_exact_distribution(spec: MechanismSpec[Any], params: Any) -> None:
+    n = 2_000_000  # a threshold off by 1% (an output probability by 0.25%) moves a count past the bound
+    rng = np.random.default_rng(20_240_614)
+    labels = [str(x) for x in spec.inputs(params)]
+    for i in range(len(spec.inputs(params))):
+        true_counts = [n if j == i else 0 for j in range(len(labels))]
+        expected = _expected_sums(spec, params, true_counts)
+        acc = accumulator_for(params)
+        columns = spec.encode_batch(
+            params, np.full(n, i, dtype=np.int64), rng, campaign_id="conformance", labels=labels
+        )
+        add_columns(acc, params, columns)
+        assert acc.n == n
+        for name, observed in _sums(spec, params, acc).items():
+            m = expected[name]
+            bound = Z * np.sqrt(np.maximum(m * (1.0 - m / n), 0.0)) + 1e-9
+            bad = np.abs(observed - m) > bound
+            assert not bad.any(), f"input {i}: {name} {observed[bad]} vs expected {m[bad]}"
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_sum_sampler_follows_the_exact_distribution(spec: MechanismSpec[Any], params: Any) -> None:
+    sampler = spec.sum_sampler(params)
+    if sampler is None:
+        pytest.skip(f"{spec.name} has no exact sum sampler (the simulator encodes every report)")
+    # The sampler's cost does not depend on the users: many of them make the check sharp.
+    true_counts = [10**7 + 10**6 * i for i in range(len(spec.inputs(params)))]
+    n = sum(true_counts)
+    expected = _expected_sums(spec, params, true_counts)
+    rng = np.random.default_rng(7)
+    repeats = 400
+    total = {name: np.zeros_like(arr) for name, arr in expected.items()}
+    for _ in range(repeats):
+        acc = accumulator_from_sums(
+            params,
+            sampler(np.asarray(true_counts, dtype=np.int64), rng, campaign_id="c", labels=[]),
+        )
+        assert acc.n == n
+        for name, arr in _sums(spec, params, acc).items():
+            total[name] += arr
+    for name, m in expected.items():
+        bound = Z * np.sqrt(np.maximum(m * (1.0 - m / n), 0.0) / repeats) + 1e-9
+        mean = total[name] / repeats
+        assert (np.abs(mean - m) <= bound).all(), f"{name}: mean {mean} vs expected {m}"
+
+
+# ------------------------------------------------------------------------------------------ estimator
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_estimator_is_exact_at_expected_counts(spec: MechanismSpec[Any], params: Any) -> None:
+    if spec.kind is not Kind.SUPPORT:
+        pytest.fail(f"no conformance check of the {spec.kind} estimator yet: add one for this kind")
+    true_counts = [1000 * (i + 1) + 7 * i * i for i in range(len(spec.inputs(params)))]
+    n = sum(true_counts)
+    view = SimpleNamespace(**_expected_sums(spec, params, true_counts), n=n)
+    support = spec.support(params, view)
+    assert support.labels == spec.items(params) and support.n == n
+    est = estimate_support(support, mechanism=spec.name, epsilon=params.epsilon)
+    counts = np.array([it.count for it in est.items])
+    np.testing.assert_allclose(counts, true_counts, rtol=1e-9, atol=1e-6 * n)
+    # The rates the simulator's interval warning reads are the Support's.
+    assert support.p_star == spec.support_rates(params)[0] and support.q_star == spec.support_rates(params)[1]
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_estimate_frequencies_goes_through_the_spec(spec: MechanismSpec[Any], params: Any) -> None:
+    if spec.kind is not Kind.SUPPORT:
+        pytest.fail(f"no conformance check of the {spec.kind} estimator yet: add one for this kind")
+    acc = accumulator_for(params)
+    outputs = _outputs(spec, params)
+    add_columns(acc, params, wire.batch_from_reports(params, outputs * 3))
+    direct = estimate_support(spec.support(params, acc), mechanism=spec.name, epsilon=params.epsilon)
+    assert estimate_frequencies(params, acc) == direct
+
+
+# ------------------------------------------------------------------------------------------- codecs
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_parameters_round_trip_on_the_wire(spec: MechanismSpec[Any], params: Any) -> None:
+    assert spec.params_from_proto(spec.params_to_proto(params)) == params
+    msg = wire.campaign_to_proto(campaign_id="conformance", params=params)
+    assert msg.WhichOneof("mechanism") == spec.wire.campaign == wire.mechanism_field(params)
+    data = msg.SerializeToString()
+    back = wire.campaign_from_proto(campaign_pb2.Campaign.FromString(data))
+    assert back.params == params
+    assert wire.campaign_to_proto(campaign_id="conformance", params=back.params).SerializeToString() == data
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_batches_round_trip(spec: MechanismSpec[Any], params: Any) -> None:
+    outputs = _outputs(spec, params) * 3 + _outputs(spec, params)[:1]
+    columns = wire.batch_from_reports(params, outputs)
+    msg = wire.batch_to_proto(campaign_id="c", batch_id="b", params=params, columns=columns)
+    assert msg.count == len(outputs) and msg.WhichOneof("payload") == spec.wire.batch == wire.batch_field(
+        params
+    )
+    data = msg.SerializeToString()
+    decoded = wire.batch_from_proto(reports_pb2.ReportBatch.FromString(data), params, campaign_id="c")
+    assert _same_columns(decoded, columns)
+    again = wire.batch_to_proto(campaign_id="c", batch_id="b", params=params, columns=decoded)
+    assert again.SerializeToString() == data
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_single_reports_round_trip(spec: MechanismSpec[Any], params: Any) -> None:
+    for y in _outputs(spec, params):
+        msg = wire.report_to_proto(campaign_id="c", report_id="r", params=params, report=y)
+        assert msg.WhichOneof("value") == spec.wire.report
+        parsed = reports_pb2.Report.FromString(msg.SerializeToString())
+        decoded = wire.report_from_proto(parsed, params, campaign_id="c")
+        assert _same_columns(decoded, wire.batch_from_reports(params, [y]))
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_journal_rows_round_trip(spec: MechanismSpec[Any], params: Any) -> None:
+    outputs = _outputs(spec, params) * 5
+    pack = _journal_rows.row_packer(params)
+    rows = b"".join(pack(y) for y in outputs)
+    assert len(rows) == _journal_rows.row_bytes(params) * len(outputs)
+    assert _journal_rows.row_bytes(params) == sum(f.width for f in spec.row_fields(params))
+    _journal_rows.check_rows(params, "c", rows)
+    msg = _journal_rows.batch_from_rows(campaign_id="c", batch_id="b", params=params, rows=rows)
+    # Rows become exactly the batch the column codec makes of the same reports.
+    columns = wire.batch_from_reports(params, outputs)
+    expected = wire.batch_to_proto(campaign_id="c", batch_id="b", params=params, columns=columns)
+    assert msg.SerializeToString() == expected.SerializeToString()
+    assert _journal_rows.rows_from_batch(params, msg) == rows
+
+
+# ---------------------------------------------------------------------------------------- accumulators
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_accumulators_merge_and_round_trip(spec: MechanismSpec[Any], params: Any) -> None:
+    outputs = _outputs(spec, params)
+    batches = [outputs * 2, outputs[::-1] + outputs[:1], outputs[-1:] * 3]
+    accs = []
+    for reports in batches:
+        columns = wire.batch_from_reports(params, reports)
+        acc = accumulator_for(params)
+        add_columns(acc, params, columns)
+        check_matches(acc, params)
+        assert acc.n == len(reports)
+        assert accumulator_for(params) + batch_delta(params, columns) == acc
+        accs.append(acc)
+    a, b, c = accs
+    assert (a + b) + c == a + (b + c)
+    assert a + b == b + a
+    assert a + accumulator_for(params) == a
+    assert (a + b + c).n == sum(len(r) for r in batches)
+    for acc in (a, a + b + c, accumulator_for(params)):
+        data = acc.to_bytes()
+        assert accumulator_from_bytes(data) == acc
+        assert accumulator_from_bytes(data).to_bytes() == data
+    empty = len(accumulator_for(params).to_bytes())
+    assert empty <= accumulator_nbytes(params) == spec.layout(params).nbytes <= empty + 64
+
+
+# ------------------------------------------------------------------------------- offered to the users
+
+
+def _cli_args(spec: MechanismSpec[Any], params: Any, *, domain_option: str) -> list[str]:
+    args = spec.make_args(params)
+    out = ["--mechanism", spec.name]
+    if args.epsilon is not None:
+        out += ["--epsilon", repr(args.epsilon)]
+    if isinstance(args.domain, tuple):
+        out += (
+            ["--labels", ",".join(args.domain)]
+            if domain_option == "labels"
+            else ["-d", str(len(args.domain))]
+        )
+    elif args.domain is not None:
+        out += ["--domain" if domain_option == "labels" else "-d", str(args.domain)]
+    for name, value in args.fields.items():
+        out += ["--param", f"{name}={value!r}" if isinstance(value, float) else f"{name}={value}"]
+    return out
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+@pytest.mark.parametrize("mode", ["sum", "report"])
+def test_offered_by_ldp_sim_run(spec: MechanismSpec[Any], params: Any, mode: str) -> None:
+    args = _cli_args(spec, params, domain_option="size")
+    result = runner.invoke(
+        sim_app, ["run", *args, "-p", "uniform", "-n", "3000", "--mode", mode, "--seed", "3", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["mechanism"] == spec.name and summary["n_users"] == 3000
+    assert summary["epsilon"] == pytest.approx(params.epsilon)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundServer]:
+    db = Path(tmp_path_factory.mktemp("conformance")) / "ldp.sqlite3"
+    with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as running:
+        yield running
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
+def test_offered_by_campaign_create(server: BackgroundServer, spec: MechanismSpec[Any], params: Any) -> None:
+    campaign_id = f"conformance-{spec.name}-{spec.examples().index(params)}"
+    args = _cli_args(spec, params, domain_option="labels")
+    result = runner.invoke(
+        aggregator_app, ["campaign", "create", campaign_id, *args, "--server", server.target]
+    )
+    assert result.exit_code == 0, result.output
+    with grpc.insecure_channel(server.target) as channel:
+        analyst = services_pb2_grpc.AnalystStub(channel)
+        listed = analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=30)
+    (created,) = [c for c in listed.campaigns if c.id == campaign_id]
+    assert wire.campaign_from_proto(created).params == params
