@@ -314,7 +314,7 @@ def test_grpc_campaign_submit_estimate(running: Running, name: str, tmp_path: Pa
 
 
 def test_cli_campaign_options_resolve_auto_and_set_valued() -> None:
-    from ldp_aggregator.cli import _campaign_from_options
+    from ldp_aggregator.cli_campaigns import _campaign_from_options
 
     msg = _campaign_from_options("c", "auto", 2.0, 128, None, [], None, "", None)
     assert msg.WhichOneof("mechanism") == "ss"  # stored as the concrete mechanism, never "auto"
