@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2_grpc, estimates_pb2
 from ldp_aggregator.cli_common import (
     EXIT_USAGE,
     TlsCaOpt,
@@ -45,7 +46,7 @@ from ldp_aggregator.client_access import (
 from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.server import DEFAULT_LISTEN
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, estimates_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import LdpError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -142,8 +143,8 @@ def _channel(server: str) -> grpc.Channel:
     return _client.access().channel(server, options=[("grpc.max_receive_message_length", 1 << 30)])
 
 
-def _analyst(server: str) -> services_pb2_grpc.AnalystStub:
-    return services_pb2_grpc.AnalystStub(_channel(server))
+def _analyst(server: str) -> analyst_pb2_grpc.AnalystStub:
+    return analyst_pb2_grpc.AnalystStub(_channel(server))
 
 
 def _rpc(call: Any, *args: Any) -> Any:

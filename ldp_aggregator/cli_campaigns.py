@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.analysis import estimate_to_dict, estimate_to_proto
 from ldp_aggregator.cli_app import (
     CandidatesOpt,
@@ -39,7 +40,7 @@ from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
 from ldp_aggregator.store import StoreLockedError
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, estimates_pb2, services_pb2
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2
 from ldp_client.errors import LdpError
 from ldp_client.params import AUTO_MECHANISM, MECHANISM_NAMES, make_params
 
@@ -228,13 +229,13 @@ def campaign_create(
     msg = _campaign_from_options(
         campaign_id, mechanism, epsilon, domain, labels, param or [], candidates, description, from_file
     )
-    created = _rpc(_analyst(server).CreateCampaign, services_pb2.CreateCampaignRequest(campaign=msg))
+    created = _rpc(_analyst(server).CreateCampaign, analyst_pb2.CreateCampaignRequest(campaign=msg))
     _print_campaign(created, as_json=as_json)
 
 
 def campaign_list(server: ServerOpt = DEFAULT_LISTEN, as_json: JsonOpt = False) -> None:
     """List campaigns (JSON: {"campaigns": [...]}, each as campaign show --json)."""
-    resp = _rpc(_analyst(server).ListCampaigns, services_pb2.ListCampaignsRequest())
+    resp = _rpc(_analyst(server).ListCampaigns, analyst_pb2.ListCampaignsRequest())
     if as_json:
         print_json({"campaigns": [campaign_to_dict(c) for c in resp.campaigns]})
         return
@@ -258,7 +259,7 @@ def campaign_show(
 ) -> None:
     """Show one campaign: mechanism, parameters, epsilons, candidates."""
     _print_campaign(
-        _rpc(_analyst(server).GetCampaign, services_pb2.GetCampaignRequest(campaign_id=campaign_id)),
+        _rpc(_analyst(server).GetCampaign, collector_pb2.GetCampaignRequest(campaign_id=campaign_id)),
         as_json=as_json,
     )
 

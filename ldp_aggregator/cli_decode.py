@@ -21,6 +21,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator._proto.ldp.v1 import decode_pb2
 from ldp_aggregator.cli_app import (
     CandidatesOpt,
     ConfidenceOpt,
@@ -36,7 +37,6 @@ from ldp_aggregator.cli_app import (
 )
 from ldp_aggregator.cli_common import print_json
 from ldp_aggregator.server import DEFAULT_LISTEN
-from ldp_client._proto.ldp.v1 import decode_pb2
 
 __all__ = ["associate_cmd", "decode_cmd", "print_association", "print_decode"]
 

@@ -25,6 +25,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2
 from ldp_aggregator.auth import Role, new_token_record
 from ldp_aggregator.cli_app import (
     DB_ALLOWED,
@@ -48,7 +49,6 @@ from ldp_aggregator.export import export_to_dict
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import StoreLockedError, add_token, list_tokens, purge_raw_file, revoke_token
-from ldp_client._proto.ldp.v1 import services_pb2
 from ldp_client.errors import LdpError
 
 __all__ = [
@@ -211,7 +211,7 @@ def campaign_close(
     as_json: JsonOpt = False,
 ) -> None:
     """Close a campaign (admin token): it accepts no more reports."""
-    req = services_pb2.CloseCampaignRequest(campaign_id=campaign_id)
+    req = analyst_pb2.CloseCampaignRequest(campaign_id=campaign_id)
     _print_campaign(_rpc(_analyst(server).CloseCampaign, req), as_json=as_json)
 
 
@@ -230,7 +230,7 @@ def campaign_export(
         lambda agg: agg.export_campaign(campaign_id, candidates=cands, confidence=confidence),
         lambda: _rpc(
             _analyst(server).ExportCampaign,
-            services_pb2.ExportCampaignRequest(
+            analyst_pb2.ExportCampaignRequest(
                 campaign_id=campaign_id, candidates=cands, confidence=confidence
             ),
         ),

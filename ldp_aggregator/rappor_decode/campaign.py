@@ -15,7 +15,7 @@ from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import BasicRapporParams, BooleanRapporParams, RapporParams
 
 if TYPE_CHECKING:
-    from ldp_client._proto.ldp.v1 import decode_pb2
+    from ldp_aggregator._proto.ldp.v1 import decode_pb2
     from ldp_client.params import MechanismParams
 
 __all__ = [
@@ -93,7 +93,7 @@ def correction_from_proto(value: int) -> Correction:
 
 def decode_to_proto(result: DecodeResult, campaign_id: str) -> decode_pb2.DecodeRapporResponse:
     """The ``DecodeRapporResponse`` message of a decode."""
-    from ldp_client._proto.ldp.v1 import decode_pb2
+    from ldp_aggregator._proto.ldp.v1 import decode_pb2
 
     msg = decode_pb2.DecodeRapporResponse(
         campaign_id=campaign_id,
