@@ -23,8 +23,9 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 from ldp_client.mechanisms.rappor import RapporEncoder, encode_batch_rappor
 from ldp_client.params import RapporParams
 
@@ -53,7 +54,7 @@ def _batch_client(
     def loop(t: int) -> None:
         nonlocal sent
         with grpc.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
             i = 0
             while time.monotonic() < stop_at:
                 template_i = type(template)()
@@ -79,7 +80,7 @@ def _single_client(target: str, worker: int, seconds: float, inflight: int, out:
     async def run() -> int:
         stop_at = time.monotonic() + seconds
         async with grpc.aio.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
 
             async def caller(t: int) -> int:
                 enc = RapporEncoder(PARAMS, campaign_id="single", secret=bytes([worker, t]) * 16)
@@ -130,10 +131,10 @@ def main() -> None:
     assert port
     target = f"127.0.0.1:{port.group(1)}"
     with grpc.insecure_channel(target) as ch:
-        analyst = services_pb2_grpc.AnalystStub(ch)
+        analyst = analyst_pb2_grpc.AnalystStub(ch)
         for cid in ("bench", "single"):
             analyst.CreateCampaign(
-                services_pb2.CreateCampaignRequest(
+                analyst_pb2.CreateCampaignRequest(
                     campaign=wire.campaign_to_proto(campaign_id=cid, params=PARAMS)
                 )
             )

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.params import Domain, GRRParams, MechanismParams, RapporParams
 from ldp_client.reporter import Reporter
 from ldp_client.secret import ClientSecret
@@ -34,7 +34,7 @@ from ldp_client.secret import ClientSecret
 CID = "bench"
 
 
-class _Collector(services_pb2_grpc.CollectorServicer):
+class _Collector(collector_pb2_grpc.CollectorServicer):
     """Accepts every batch after validating it (as the real server would decode it)."""
 
     def __init__(self, campaign: campaign_pb2.Campaign) -> None:
@@ -61,7 +61,7 @@ def _run(params: MechanismParams, values: list[Any], batch_size: int) -> tuple[f
     """(report() calls/s on the app thread, end-to-end reports/s, reports the server counted)."""
     servicer = _Collector(wire.campaign_to_proto(campaign_id=CID, params=params))
     server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    services_pb2_grpc.add_CollectorServicer_to_server(servicer, server)
+    collector_pb2_grpc.add_CollectorServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:

@@ -30,8 +30,9 @@ import grpc
 import numpy as np
 from harness import ROOT, integrity, start_server, stop_server
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, estimates_pb2
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 from tests.ldp_aggregator.test_crash import BATCH, PARAMS, _batch, _client
 
 assert ROOT  # the harness put the repository root on sys.path (for the tests import above)
@@ -49,8 +50,8 @@ def main() -> None:
     proc, target = start_server(db)
     try:
         with grpc.insecure_channel(target) as ch:
-            services_pb2_grpc.AnalystStub(ch).CreateCampaign(
-                services_pb2.CreateCampaignRequest(
+            analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
+                analyst_pb2.CreateCampaignRequest(
                     campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS)
                 ),
                 timeout=30,
@@ -80,7 +81,7 @@ def main() -> None:
                 t.join()
             proc, target = start_server(db)
             with grpc.insecure_channel(target) as ch:
-                stub = services_pb2_grpc.CollectorStub(ch)
+                stub = collector_pb2_grpc.CollectorStub(ch)
                 lost = [
                     (w, i) for w, i in acked if not stub.Submit(_batch(round_, w, i), timeout=30).duplicate
                 ]
@@ -88,7 +89,7 @@ def main() -> None:
                 for w in range(workers):
                     for i in range(attempted[w]):
                         stub.Submit(_batch(round_, w, i), timeout=30)
-                est = services_pb2_grpc.AnalystStub(ch).GetEstimate(
+                est = analyst_pb2_grpc.AnalystStub(ch).GetEstimate(
                     estimates_pb2.EstimateRequest(campaign_id="c"), timeout=60
                 )
             expected += BATCH * sum(attempted)

@@ -46,8 +46,9 @@ from harness import (
     stop_server,
 )
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 
 QS = (0.5, 0.95, 0.99)
@@ -77,7 +78,7 @@ def _client(
     def loop(t: int) -> None:
         lat = latencies[t]
         with grpc.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
             i = 0
             msg = type(template)()
             while time.monotonic() < stop_at:
@@ -138,8 +139,8 @@ def main() -> None:
         try:
             assert target.startswith("127.0.0.1:")  # loopback only
             with grpc.insecure_channel(target) as ch:
-                services_pb2_grpc.AnalystStub(ch).CreateCampaign(
-                    services_pb2.CreateCampaignRequest(
+                analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
+                    analyst_pb2.CreateCampaignRequest(
                         campaign=wire.campaign_to_proto(campaign_id="load", params=PARAMS)
                     ),
                     metadata=(("authorization", f"Bearer {admin_token}"),),

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldp_aggregator.estimators import _design_matrix, rappor_design
-from ldp_aggregator.rappor_decode import _nnls_gram, _nnls_gram_sum
+from ldp_aggregator.rappor_decode.solvers import nnls_gram, nnls_gram_sum
 from ldp_client.params import RapporParams
 
 RESAMPLES = 5
@@ -41,7 +41,7 @@ def _capped_fit(G: np.ndarray, X: np.ndarray, y: np.ndarray, cap: np.ndarray) ->
     which point the KKT conditions of the full problem hold.
     """
     c = X.T @ y
-    x, _ = _nnls_gram_sum(G, c, 1.0)
+    x, _ = nnls_gram_sum(G, c, 1.0)
     viol = X @ x > cap + 1e-12
     if not viol.any():
         return x, False
@@ -52,7 +52,7 @@ def _capped_fit(G: np.ndarray, X: np.ndarray, y: np.ndarray, cap: np.ndarray) ->
         B = np.vstack([-np.eye(M), np.ones((1, M)), X[work]])
         h = np.concatenate([np.zeros(M), [1.0], cap[work]])
         BG = B @ G_inv
-        lam = _nnls_gram(BG @ B.T, BG @ c - h)
+        lam = nnls_gram(BG @ B.T, BG @ c - h)
         x = G_inv @ (c - B.T @ lam)
         x = np.maximum(x, 0.0)
         viol = X @ x > cap + 1e-9

@@ -28,7 +28,7 @@ from harness import ROOT, integrity, start_server, stop_server
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from ldp_client._proto.ldp.v1 import services_pb2, services_pb2_grpc
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from tests.ldp_aggregator.test_fuzz import CASE_FAMILIES, MAX_MESSAGE_BYTES, Case, run_case, seed_campaigns
 
 assert ROOT  # the harness put the repository root on sys.path (for the tests import above)
@@ -39,7 +39,7 @@ class RemoteTarget:
 
     def __init__(self, target: str) -> None:
         self.channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 1 << 26)])
-        self.analyst = services_pb2_grpc.AnalystStub(self.channel)
+        self.analyst = analyst_pb2_grpc.AnalystStub(self.channel)
         self.check_every = 1
         self.calls = 0
         self.reference: Any = None
@@ -60,10 +60,8 @@ class RemoteTarget:
 
     def full_snapshot(self) -> Any:
         rows = []
-        for c in self.analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=60).campaigns:
-            exp = self.analyst.ExportCampaign(
-                services_pb2.ExportCampaignRequest(campaign_id=c.id), timeout=60
-            )
+        for c in self.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=60).campaigns:
+            exp = self.analyst.ExportCampaign(analyst_pb2.ExportCampaignRequest(campaign_id=c.id), timeout=60)
             rows.append((c.SerializeToString(), exp.accumulator, exp.n_batches, exp.n_reports))
         return tuple(rows)
 

@@ -46,7 +46,7 @@ from ldp_client import (
     RapporParams,
     wire,
 )
-from ldp_client._proto.ldp.v1 import services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc
 from ldp_client.errors import LdpError
 
 _YES = {"1", "true", "yes"}
@@ -131,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     channel = (
         grpc.secure_channel(args.server, credentials) if credentials else grpc.insecure_channel(args.server)
     )
-    collector = services_pb2_grpc.CollectorStub(channel)
+    collector = collector_pb2_grpc.CollectorStub(channel)
     random.SystemRandom().shuffle(values)  # devices report in no particular order
     try:
         campaign = collector.GetCampaign(
-            services_pb2.GetCampaignRequest(campaign_id=args.campaign), timeout=30, metadata=metadata
+            collector_pb2.GetCampaignRequest(campaign_id=args.campaign), timeout=30, metadata=metadata
         )
         params = wire.campaign_from_proto(campaign).params
         encode = device_encoder(params, args.campaign)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.estimators import (
     FrequencyEstimate,
@@ -24,7 +25,6 @@ from ldp_aggregator.estimators import (
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_client import registry, wire
-from ldp_client._proto.ldp.v1 import estimates_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import PairedParams, RapporParams, UnportedParams

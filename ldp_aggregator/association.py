@@ -64,7 +64,7 @@ from ldp_client.params import (
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from ldp_client._proto.ldp.v1 import decode_pb2
+    from ldp_aggregator._proto.ldp.v1 import decode_pb2
     from ldp_client.params import PairedSide
 
 __all__ = [
@@ -705,7 +705,7 @@ def associate_campaign(
 
 def association_to_proto(result: AssociationResult, campaign_id: str) -> decode_pb2.AssociationResponse:
     """The ``AssociationResponse`` message of a result."""
-    from ldp_client._proto.ldp.v1 import decode_pb2
+    from ldp_aggregator._proto.ldp.v1 import decode_pb2
 
     msg = decode_pb2.AssociationResponse(
         campaign_id=campaign_id,

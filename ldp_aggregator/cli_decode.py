@@ -1,6 +1,6 @@
 """Decoding commands of ``ldp-aggregator`` (issue 5): ``decode`` and ``associate``.
 
-Registered on the ``ldp-aggregator`` Typer app by :mod:`ldp_aggregator.cli`:
+Registered on the apps of :mod:`ldp_aggregator.cli_app` by :mod:`ldp_aggregator.cli`:
 
 * ``decode ID [--candidates FILE] [--alpha A] [--correction bonferroni|bh] [--json] [--all] [--db PATH]``
   decodes a RAPPOR campaign (:mod:`ldp_aggregator.rappor_decode`): string RAPPOR against the candidates
@@ -21,7 +21,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ldp_aggregator.cli import (
+from ldp_aggregator._proto.ldp.v1 import decode_pb2
+from ldp_aggregator.cli_app import (
     CandidatesOpt,
     ConfidenceOpt,
     DbOpt,
@@ -32,14 +33,12 @@ from ldp_aggregator.cli import (
     _read_lines,
     _rpc,
     answer,
-    app,
     out,
 )
 from ldp_aggregator.cli_common import print_json
 from ldp_aggregator.server import DEFAULT_LISTEN
-from ldp_client._proto.ldp.v1 import decode_pb2
 
-__all__ = ["print_association", "print_decode"]
+__all__ = ["associate_cmd", "decode_cmd", "print_association", "print_decode"]
 
 _CORRECTIONS = {"bonferroni": 1, "bh": 2}
 
@@ -89,7 +88,6 @@ def print_decode(msg: decode_pb2.DecodeRapporResponse, *, show_all: bool = False
         out.print(Text.assemble(("warning:", "yellow"), " ", w))
 
 
-@app.command("decode")
 def decode_cmd(
     campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
     candidates: CandidatesOpt = None,
@@ -174,7 +172,6 @@ def print_association(msg: decode_pb2.AssociationResponse) -> None:
         out.print(Text.assemble(("warning:", "yellow"), " ", w))
 
 
-@app.command("associate")
 def associate_cmd(
     campaign_id: Annotated[str, typer.Argument(help="Campaign id (a paired campaign).")],
     candidates: Annotated[

@@ -1,6 +1,6 @@
 """Operator commands of ``ldp-aggregator``: access tokens, raw-report retention, closing and exporting.
 
-Registered on the ``ldp-aggregator`` Typer app by :mod:`ldp_aggregator.cli`:
+Registered on the apps of :mod:`ldp_aggregator.cli_app` by :mod:`ldp_aggregator.cli`:
 
 * ``token create --role reporter|analyst|admin [--name N] [--campaign ID ...] --db PATH`` prints a new
   token ONCE (only its SHA-256 is stored): the token alone on stdout
@@ -25,8 +25,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2
 from ldp_aggregator.auth import Role, new_token_record
-from ldp_aggregator.cli import (
+from ldp_aggregator.cli_app import (
     DB_ALLOWED,
     CandidatesOpt,
     ConfidenceOpt,
@@ -39,8 +40,6 @@ from ldp_aggregator.cli import (
     _read_lines,
     _rpc,
     answer,
-    app,
-    campaign_app,
     note,
     out,
     print_estimate,
@@ -50,17 +49,17 @@ from ldp_aggregator.export import export_to_dict
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import StoreLockedError, add_token, list_tokens, purge_raw_file, revoke_token
-from ldp_client._proto.ldp.v1 import services_pb2
 from ldp_client.errors import LdpError
 
-__all__ = ["parse_duration", "token_app"]
-
-token_app = typer.Typer(
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-    help="Create, list and revoke access tokens (stored hashed).",
-)
-app.add_typer(token_app, name="token")
+__all__ = [
+    "campaign_close",
+    "campaign_export",
+    "parse_duration",
+    "purge_cmd",
+    "token_create",
+    "token_list",
+    "token_revoke",
+]
 
 ServerDbOpt = Annotated[Path, typer.Option("--db", help="The server's SQLite database file.")]
 
@@ -87,7 +86,6 @@ def _prepare_db(db: Path, *, create: bool) -> None:
         raise _fail(f"--db {db}: {exc}; {DB_ALLOWED}") from None
 
 
-@token_app.command("create")
 def token_create(
     role: Annotated[
         str,
@@ -146,7 +144,6 @@ def _when(ms: int | None) -> str:
     return "" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
 
 
-@token_app.command("list")
 def token_list(db: ServerDbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     """List tokens (ids, roles, names, dates; never the tokens)."""
     _prepare_db(db, create=False)
@@ -180,7 +177,6 @@ def token_list(db: ServerDbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     out.print(table)
 
 
-@token_app.command("revoke")
 def token_revoke(
     token_id: Annotated[str, typer.Argument(help="Token id (see `token list`).")],
     db: ServerDbOpt = DEFAULT_DB,
@@ -194,7 +190,6 @@ def token_revoke(
     out.print(f"revoked {token_id}" if changed else f"{token_id} was already revoked")
 
 
-@app.command("purge")
 def purge_cmd(
     older_than: Annotated[str, typer.Option(help="Age, e.g. 30d, 12h, 90m (a bare number is days).")],
     db: ServerDbOpt = DEFAULT_DB,
@@ -210,18 +205,16 @@ def purge_cmd(
     out.print(f"purged {deleted} raw report batch(es) received before {older_than} ago")
 
 
-@campaign_app.command("close")
 def campaign_close(
     campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
     server: ServerOpt = DEFAULT_LISTEN,
     as_json: JsonOpt = False,
 ) -> None:
     """Close a campaign (admin token): it accepts no more reports."""
-    req = services_pb2.CloseCampaignRequest(campaign_id=campaign_id)
+    req = analyst_pb2.CloseCampaignRequest(campaign_id=campaign_id)
     _print_campaign(_rpc(_analyst(server).CloseCampaign, req), as_json=as_json)
 
 
-@campaign_app.command("export")
 def campaign_export(
     campaign_id: Annotated[str, typer.Argument(help="Campaign id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON document on stdout.")] = False,
@@ -237,7 +230,7 @@ def campaign_export(
         lambda agg: agg.export_campaign(campaign_id, candidates=cands, confidence=confidence),
         lambda: _rpc(
             _analyst(server).ExportCampaign,
-            services_pb2.ExportCampaignRequest(
+            analyst_pb2.ExportCampaignRequest(
                 campaign_id=campaign_id, candidates=cands, confidence=confidence
             ),
         ),

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 from google.protobuf.json_format import MessageToDict
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2
 from ldp_aggregator.accumulators import accumulator_from_bytes
 from ldp_aggregator.analysis import estimate_to_dict
-from ldp_client._proto.ldp.v1 import campaign_pb2, services_pb2
+from ldp_client._proto.ldp.v1 import campaign_pb2
 
 __all__ = ["EXPORT_FORMAT", "accumulator_to_dict", "campaign_to_dict", "export_to_dict"]
 
@@ -87,7 +88,7 @@ def campaign_to_dict(msg: campaign_pb2.Campaign) -> dict[str, Any]:
     return doc
 
 
-def export_to_dict(msg: services_pb2.ExportCampaignResponse) -> dict[str, Any]:
+def export_to_dict(msg: analyst_pb2.ExportCampaignResponse) -> dict[str, Any]:
     """A JSON-ready dict of an export (module docstring)."""
     acc = accumulator_from_bytes(msg.accumulator)
     acc_doc = accumulator_to_dict(acc)

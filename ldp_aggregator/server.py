@@ -49,6 +49,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from ldp_aggregator.auth import Authenticator
 from ldp_aggregator.guard import Guard
 from ldp_aggregator.logs import log_event
@@ -56,7 +57,7 @@ from ldp_aggregator.metrics import Metrics
 from ldp_aggregator.ratelimit import Limits, RateLimiter
 from ldp_aggregator.service import Aggregator, AnalystServicer, CollectorServicer, open_store
 from ldp_aggregator.store import Store
-from ldp_client._proto.ldp.v1 import services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc
 from ldp_client.errors import InvalidParameterError, LdpError
 
 __all__ = [
@@ -78,8 +79,8 @@ DEFAULT_DB = Path("ldp-data") / "ldp.sqlite3"
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
-_COLLECTOR = services_pb2.DESCRIPTOR.services_by_name["Collector"].full_name
-_ANALYST = services_pb2.DESCRIPTOR.services_by_name["Analyst"].full_name
+_COLLECTOR = collector_pb2.DESCRIPTOR.services_by_name["Collector"].full_name
+_ANALYST = analyst_pb2.DESCRIPTOR.services_by_name["Analyst"].full_name
 _HEALTH_POLL_S = 0.5
 # The asyncio health servicer (grpcio-health-checking >= 1.50); the type stubs only know the sync one.
 _AioHealthServicer: Any = health.aio.HealthServicer  # type: ignore[attr-defined]
@@ -512,8 +513,8 @@ async def _start(config: ServerConfig) -> _Running:
             options=_grpc_options(config, max_connections),
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         )
-        services_pb2_grpc.add_CollectorServicer_to_server(CollectorServicer(aggregator), server)
-        services_pb2_grpc.add_AnalystServicer_to_server(AnalystServicer(aggregator), server)
+        collector_pb2_grpc.add_CollectorServicer_to_server(CollectorServicer(aggregator), server)
+        analyst_pb2_grpc.add_AnalystServicer_to_server(AnalystServicer(aggregator), server)
         health_servicer = _AioHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _enable_reflection(server, (_COLLECTOR, _ANALYST, health.SERVICE_NAME))

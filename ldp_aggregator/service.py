@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.accumulators import (
     Accumulator,
     accumulator_for,
@@ -30,14 +31,7 @@ from ldp_aggregator.logs import log_event
 from ldp_aggregator.ratelimit import DEFAULT_MAX_ACCUMULATOR_BYTES, ResourceLimitError
 from ldp_aggregator.store import BatchDelta, CampaignRecord, Store, SubmitOutcome
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import (
-    campaign_pb2,
-    decode_pb2,
-    estimates_pb2,
-    reports_pb2,
-    services_pb2,
-    services_pb2_grpc,
-)
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 
 if TYPE_CHECKING:
     from ldp_aggregator.metrics import Metrics
@@ -289,14 +283,14 @@ class Aggregator:
 
     def export_campaign(
         self, campaign_id: str, *, candidates: Sequence[str] = (), confidence: float = 0.95
-    ) -> services_pb2.ExportCampaignResponse:
+    ) -> analyst_pb2.ExportCampaignResponse:
         """The committed accumulator, its counts and the estimate made from it, from one snapshot."""
         record, acc, n_batches = self.store.snapshot(campaign_id)
         info = info_from_record(record)
         est = estimate_campaign(info, cast(Accumulator, acc), candidates=candidates, confidence=confidence)
         estimate = estimate_to_proto(est)
         estimate.note = estimate_note(info, candidates)
-        return services_pb2.ExportCampaignResponse(
+        return analyst_pb2.ExportCampaignResponse(
             campaign=self.campaign_message(info),
             accumulator=acc.to_bytes(),
             n_reports=acc.n,
@@ -442,14 +436,14 @@ class Aggregator:
         )
 
 
-class CollectorServicer(services_pb2_grpc.CollectorServicer):
+class CollectorServicer(collector_pb2_grpc.CollectorServicer):
     """``ldp.v1.Collector``: what devices call."""
 
     def __init__(self, aggregator: Aggregator) -> None:
         self._agg = aggregator
 
     async def GetCampaign(  # noqa: N802 (gRPC method name)
-        self, request: services_pb2.GetCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: collector_pb2.GetCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> campaign_pb2.Campaign:
         async def work() -> campaign_pb2.Campaign:
             return self._agg.get_campaign(request.campaign_id)
@@ -497,14 +491,14 @@ class CollectorServicer(services_pb2_grpc.CollectorServicer):
         return await _call(context, work())
 
 
-class AnalystServicer(services_pb2_grpc.AnalystServicer):
+class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
     """``ldp.v1.Analyst``: what operators and analysts call."""
 
     def __init__(self, aggregator: Aggregator) -> None:
         self._agg = aggregator
 
     async def CreateCampaign(  # noqa: N802
-        self, request: services_pb2.CreateCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: analyst_pb2.CreateCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> campaign_pb2.Campaign:
         async def work() -> campaign_pb2.Campaign:
             # Allocating the accumulator and waiting for the commit take time: in a worker thread, so the
@@ -514,7 +508,7 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
         return await _call(context, work())
 
     async def GetCampaign(  # noqa: N802
-        self, request: services_pb2.GetCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: collector_pb2.GetCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> campaign_pb2.Campaign:
         async def work() -> campaign_pb2.Campaign:
             return self._agg.get_campaign(request.campaign_id)
@@ -522,10 +516,10 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
         return await _call(context, work())
 
     async def ListCampaigns(  # noqa: N802
-        self, request: services_pb2.ListCampaignsRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> services_pb2.ListCampaignsResponse:
-        async def work() -> services_pb2.ListCampaignsResponse:
-            return services_pb2.ListCampaignsResponse(campaigns=self._agg.list_campaigns())
+        self, request: analyst_pb2.ListCampaignsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> analyst_pb2.ListCampaignsResponse:
+        async def work() -> analyst_pb2.ListCampaignsResponse:
+            return analyst_pb2.ListCampaignsResponse(campaigns=self._agg.list_campaigns())
 
         return await _call(context, work())
 
@@ -549,7 +543,7 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
         return await _call(context, work())
 
     async def CloseCampaign(  # noqa: N802
-        self, request: services_pb2.CloseCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: analyst_pb2.CloseCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> campaign_pb2.Campaign:
         async def work() -> campaign_pb2.Campaign:
             # Waits for the store's writer (a durable commit): off the event loop.
@@ -558,9 +552,9 @@ class AnalystServicer(services_pb2_grpc.AnalystServicer):
         return await _call(context, work())
 
     async def ExportCampaign(  # noqa: N802
-        self, request: services_pb2.ExportCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> services_pb2.ExportCampaignResponse:
-        async def work() -> services_pb2.ExportCampaignResponse:
+        self, request: analyst_pb2.ExportCampaignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> analyst_pb2.ExportCampaignResponse:
+        async def work() -> analyst_pb2.ExportCampaignResponse:
             return await asyncio.to_thread(
                 self._agg.export_campaign,
                 request.campaign_id,

@@ -188,7 +188,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from ldp_client import _journal_rows, _oracle_wire, registry, wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.campaign_file import load_campaign
 from ldp_client.errors import (
     AccessDeniedError,
@@ -829,7 +829,7 @@ class Reporter:
         else:
             self._owns_channel = False
         self._channel = channel
-        self._stub = services_pb2_grpc.CollectorStub(channel)
+        self._stub = collector_pb2_grpc.CollectorStub(channel)
 
         self._thread = threading.Thread(target=self._run, name=f"ldp-reporter-{digest[:8]}", daemon=True)
         self._thread.start()
@@ -1434,7 +1434,7 @@ class Reporter:
             return
         if time.monotonic() < self._next_fetch_at:
             return
-        request = services_pb2.GetCampaignRequest(campaign_id=self.campaign_id)
+        request = collector_pb2.GetCampaignRequest(campaign_id=self.campaign_id)
         fut = self._stub.GetCampaign.future(request, timeout=self._rpc_timeout, metadata=self._metadata)
         self._fetch = fut
         fut.add_done_callback(self._wake)

@@ -1,6 +1,6 @@
 """``ldp-sim associate``: simulate a paired campaign and its association estimate (issue 5).
 
-Registered on the ``ldp-sim`` Typer app by :mod:`simulations.cli`. Example (one line)::
+Registered on the ``ldp-sim`` app (:mod:`simulations.cli_app`) by :mod:`simulations.cli`. Example (one line)::
 
     ldp-sim associate --first rappor --second rr --param first.k=32 --param first.m=16
         --param second.epsilon=1 --population zipf:1.1 --domain 5 --dependence 0.5 --users 100000
@@ -19,7 +19,7 @@ from ldp_aggregator.cli_common import param_error_text
 from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.params import PairedParams, make_params
 from simulations.association import AssociationConfig, describe, simulate_association
-from simulations.cli import (
+from simulations.cli_app import (
     JsonOpt,
     JsonOutOpt,
     _check_outputs,
@@ -28,7 +28,6 @@ from simulations.cli import (
     _out,
     _parse_params,
     _run_failed,
-    app,
 )
 
 __all__ = ["associate_cmd"]
@@ -36,7 +35,6 @@ __all__ = ["associate_cmd"]
 _SIDES = "rr, grr, rappor, basic-rappor or boolean-rappor"
 
 
-@app.command("associate")
 def associate_cmd(
     first: Annotated[str, typer.Option("--first", help=f"Mechanism of the first variable: {_SIDES}.")],
     second: Annotated[str, typer.Option("--second", help=f"Mechanism of the second variable: {_SIDES}.")],

@@ -285,8 +285,8 @@ def _estimate_over_grpc(
     """
     import grpc
 
+    from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
     from ldp_client import wire
-    from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2
     from simulations.runners import (
         _RPC_TIMEOUT_S,
         SimulationError,
@@ -307,7 +307,7 @@ def _estimate_over_grpc(
         ),
     )
     try:
-        analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=campaign), timeout=_RPC_TIMEOUT_S)
+        analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=campaign), timeout=_RPC_TIMEOUT_S)
     except grpc.RpcError as exc:
         raise _rpc_error("CreateCampaign", target, exc) from None
     stub = session.collector

@@ -119,7 +119,7 @@ from simulations.sampling import (
 if TYPE_CHECKING:
     import grpc
 
-    from ldp_client._proto.ldp.v1 import estimates_pb2
+    from ldp_aggregator._proto.ldp.v1 import estimates_pb2
     from ldp_client.spec import SumSampler
 
 __all__ = [
@@ -856,12 +856,12 @@ def _collector(target: str, access: ClientAccess | None) -> Any:
     """The worker process's Collector stub for ``target`` (one channel per process, reused by its tasks)."""
     stub = _WORKER_CHANNELS.get((target, access))
     if stub is None:
-        from ldp_client._proto.ldp.v1 import services_pb2_grpc
+        from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 
         channel = (access or ClientAccess()).channel(
             target, options=[("grpc.max_send_message_length", 64 << 20)]
         )
-        stub = services_pb2_grpc.CollectorStub(channel)
+        stub = collector_pb2_grpc.CollectorStub(channel)
         _WORKER_CHANNELS[(target, access)] = stub
     return stub
 
@@ -1001,7 +1001,7 @@ def _decoded_outcome(
     """Analyst.DecodeRappor on a string-RAPPOR campaign with the simulation's candidates (issue 5)."""
     import grpc
 
-    from ldp_client._proto.ldp.v1 import decode_pb2
+    from ldp_aggregator._proto.ldp.v1 import decode_pb2
 
     request = decode_pb2.DecodeRapporRequest(
         campaign_id=campaign_id,
@@ -1069,8 +1069,8 @@ class AggregatorSession:
     """The aggregator a grpc-mode simulation reports to: its address and stubs on one open channel."""
 
     target: str
-    analyst: Any  # services_pb2_grpc.AnalystStub
-    collector: Any  # services_pb2_grpc.CollectorStub
+    analyst: Any  # analyst_pb2_grpc.AnalystStub
+    collector: Any  # collector_pb2_grpc.CollectorStub
 
 
 @contextlib.contextmanager
@@ -1089,8 +1089,9 @@ def aggregator_session(
     """
     import grpc
 
+    from ldp_aggregator._proto.ldp.v1 import analyst_pb2_grpc
     from ldp_aggregator.server import BackgroundServer, ServerConfig
-    from ldp_client._proto.ldp.v1 import services_pb2_grpc
+    from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 
     access = access or ClientAccess()
     reporter_access = reporter_access or access
@@ -1116,8 +1117,8 @@ def aggregator_session(
             ) from None
         yield AggregatorSession(
             target=target,
-            analyst=services_pb2_grpc.AnalystStub(access.authorize(channel)),
-            collector=services_pb2_grpc.CollectorStub(reporter_access.authorize(channel)),
+            analyst=analyst_pb2_grpc.AnalystStub(access.authorize(channel)),
+            collector=collector_pb2_grpc.CollectorStub(reporter_access.authorize(channel)),
         )
 
 
@@ -1126,8 +1127,8 @@ def _run_grpc(
 ) -> list[_Outcome]:
     import grpc
 
+    from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
     from ldp_client import wire
-    from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2
 
     cfg = prep.config
     params = prep.params
@@ -1155,7 +1156,7 @@ def _run_grpc(
             )
             try:
                 analyst.CreateCampaign(
-                    services_pb2.CreateCampaignRequest(campaign=campaign), timeout=_RPC_TIMEOUT_S
+                    analyst_pb2.CreateCampaignRequest(campaign=campaign), timeout=_RPC_TIMEOUT_S
                 )
             except grpc.RpcError as exc:
                 raise _rpc_error("CreateCampaign", target, exc) from None

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from ldp_aggregator.accumulators import (
     accumulator_for,
     accumulator_from_bytes,
@@ -41,7 +42,7 @@ from ldp_aggregator.cli import app as aggregator_app
 from ldp_aggregator.estimators import estimate_frequencies, estimate_support
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_client import _journal_rows, registry, wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client.params import MECHANISM_NAMES, make_params
 from ldp_client.reporter import encoder_for
 from ldp_client.secret import ClientSecret
@@ -383,7 +384,7 @@ def test_offered_by_campaign_create(server: BackgroundServer, spec: MechanismSpe
     )
     assert result.exit_code == 0, result.output
     with grpc.insecure_channel(server.target) as channel:
-        analyst = services_pb2_grpc.AnalystStub(channel)
-        listed = analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=30)
+        analyst = analyst_pb2_grpc.AnalystStub(channel)
+        listed = analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=30)
     (created,) = [c for c in listed.campaigns if c.id == campaign_id]
     assert wire.campaign_from_proto(created).params == params

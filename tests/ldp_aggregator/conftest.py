@@ -9,8 +9,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2_grpc
 from ldp_aggregator.server import BackgroundServer, ServerConfig
-from ldp_client._proto.ldp.v1 import services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +35,8 @@ class Running:
     def __init__(self, server: BackgroundServer) -> None:
         self.server = server
         self.channel = grpc.insecure_channel(server.target)
-        self.analyst = services_pb2_grpc.AnalystStub(self.channel)
-        self.collector = services_pb2_grpc.CollectorStub(self.channel)
+        self.analyst = analyst_pb2_grpc.AnalystStub(self.channel)
+        self.collector = collector_pb2_grpc.CollectorStub(self.channel)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2
 from ldp_aggregator.accumulators import (
     CorruptAccumulatorError,
     accumulator_for,
@@ -28,7 +29,7 @@ from ldp_aggregator.cli import app
 from ldp_aggregator.paired_accumulator import PairedAccumulator
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import decode_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms.paired import PairedEncoder, PairedReport, encode_batch_paired, paired_side_id
 from ldp_client.mechanisms.rappor import RapporReport
@@ -257,7 +258,7 @@ def test_rappor_by_rr_association_and_independence_test() -> None:
 
 def _create(r: Running, cid: str, params: PairedParams, cands: tuple[str, ...] = ()) -> None:
     r.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(
+        analyst_pb2.CreateCampaignRequest(
             campaign=wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)
         )
     )
@@ -309,7 +310,7 @@ def test_estimate_association_rpc_and_cli(running: Running, tmp_path: Path) -> N
     missing = CliRunner().invoke(app, ["associate", "nope", "--db", str(tmp_path / "ldp.sqlite3")])
     assert missing.exit_code != 0 and "nope" in missing.output
     # GetEstimate of a paired campaign answers with the report count only.
-    from ldp_client._proto.ldp.v1 import estimates_pb2
+    from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 
     est = running.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="pair"))
     assert est.n_reports == 40_001 and not est.items
@@ -343,7 +344,7 @@ def test_association_errors(running: Running) -> None:
         == grpc.StatusCode.INVALID_ARGUMENT
     )
     running.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="single", params=RR))
+        analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="single", params=RR))
     )
     assert code(decode_pb2.AssociationRequest(campaign_id="single")) == grpc.StatusCode.INVALID_ARGUMENT
 
@@ -353,10 +354,10 @@ def test_string_rappor_association_needs_retained_reports(tmp_path: Path) -> Non
     params = PairedParams(first=RapporParams(k=16, h=2, m=2), second=RR)
     with BackgroundServer(config) as server:
         channel = grpc.insecure_channel(server.target)
-        analyst = services_pb2_grpc.AnalystStub(channel)
-        collector = services_pb2_grpc.CollectorStub(channel)
+        analyst = analyst_pb2_grpc.AnalystStub(channel)
+        collector = collector_pb2_grpc.CollectorStub(channel)
         analyst.CreateCampaign(
-            services_pb2.CreateCampaignRequest(
+            analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="p", params=params, candidates=LABELS)
             )
         )
@@ -427,7 +428,7 @@ def test_paired_campaign_from_the_command_line(running: Running, tmp_path: Path)
         ],
     )
     assert out.exit_code == 0, out.output
-    got = running.analyst.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="pair"))
+    got = running.analyst.GetCampaign(collector_pb2.GetCampaignRequest(campaign_id="pair"))
     info = wire.campaign_from_proto(got)
     assert info.params == PairedParams(first=RapporParams(k=32), second=BinaryRRParams.from_epsilon(1.0))
     assert info.candidates == ("alpha", "beta")

@@ -132,7 +132,7 @@ def test_exit_codes_say_what_failed(running: Running, monkeypatch: pytest.Monkey
     line = _one_error_line(result.output)
     assert result.exit_code == 4 and "UNAVAILABLE" in line and closed in line  # unreachable
     # Anything unexpected is a bug: exit 1 and one line, never a traceback.
-    monkeypatch.setattr("ldp_aggregator.cli._analyst", lambda server: 1 / 0)
+    monkeypatch.setattr("ldp_aggregator.cli_campaigns._analyst", lambda server: 1 / 0)
     result = _invoke("campaign", "list", "--server", server)
     line = _one_error_line(result.output)
     assert result.exit_code == 1 and "internal error" in line and "ZeroDivisionError" in line

@@ -28,10 +28,11 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from ldp_aggregator.accumulators import CountAccumulator, accumulator_from_bytes
 from ldp_aggregator.service import open_store
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2_grpc, reports_pb2
 from ldp_client.params import GRRParams
 
 BATCH = 200
@@ -88,8 +89,8 @@ def expected_counts(batches: Iterable[tuple[int, int, int]]) -> NDArray[np.int64
 def stored_counts(target: str) -> tuple[NDArray[np.int64], int]:
     """The committed per-value counts of campaign "c" and its number of batches, as exported."""
     with grpc.insecure_channel(target) as ch:
-        resp = services_pb2_grpc.AnalystStub(ch).ExportCampaign(
-            services_pb2.ExportCampaignRequest(campaign_id="c"), timeout=30
+        resp = analyst_pb2_grpc.AnalystStub(ch).ExportCampaign(
+            analyst_pb2.ExportCampaignRequest(campaign_id="c"), timeout=30
         )
     acc = accumulator_from_bytes(resp.accumulator)
     assert isinstance(acc, CountAccumulator)
@@ -113,7 +114,7 @@ def _client(
     stop: threading.Event,
 ) -> None:
     with grpc.insecure_channel(target) as ch:
-        stub = services_pb2_grpc.CollectorStub(ch)
+        stub = collector_pb2_grpc.CollectorStub(ch)
         i = 0
         while not stop.is_set():
             attempted[worker] = i + 1
@@ -127,8 +128,8 @@ def _client(
 
 def _create_campaign(target: str) -> None:
     with grpc.insecure_channel(target) as ch:
-        services_pb2_grpc.AnalystStub(ch).CreateCampaign(
-            services_pb2.CreateCampaignRequest(
+        analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
+            analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS)
             ),
             timeout=30,
@@ -184,7 +185,7 @@ def _kill_rounds(db: Path, started: list[subprocess.Popen[str]]) -> subprocess.P
         last = [(w, attempted[w] - 1) for w in range(workers) if attempted[w] > 0]
         in_flight = [batch for batch in last if batch not in acked]
         with grpc.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
             for w, i in acked:  # every acknowledged batch survived the kill
                 assert stub.Submit(_batch(round_, w, i)).duplicate, (round_, w, i)
             # An in-flight batch may or may not have been committed before the kill; a resend says which.
@@ -309,7 +310,7 @@ def test_every_acknowledged_batch_was_fsynced_before_its_answer(tmp_path: Path) 
     try:
         _create_campaign(target)
         with grpc.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
             # One call at a time, so every WAL write between two answers belongs to the second one.
             for i in range(12):
                 resp = stub.Submit(

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.cli import app
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2
 from ldp_client.params import GRRParams, RapporParams
 from ldp_client.reporter import Reporter
 from ldp_client.secret import ClientSecret
@@ -23,9 +23,7 @@ LABELS = ["red", "green", "blue"]
 def test_reporter_to_server_to_analyst_and_cli(running: Running, tmp_path: Path) -> None:
     params = GRRParams.from_epsilon(LABELS, 3.0)
     running.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(
-            campaign=wire.campaign_to_proto(campaign_id="color", params=params)
-        )
+        analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="color", params=params))
     )
     rng = np.random.default_rng(11)
     truth = rng.choice(3, size=3000, p=[0.6, 0.3, 0.1])
@@ -55,7 +53,7 @@ def test_rappor_reporters_each_with_their_own_secret(running: Running, tmp_path:
     params = RapporParams(k=16, h=2, m=4)
     cands = ("a", "b", "c")
     running.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(
+        analyst_pb2.CreateCampaignRequest(
             campaign=wire.campaign_to_proto(campaign_id="words", params=params, candidates=cands)
         )
     )

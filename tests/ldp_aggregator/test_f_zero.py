@@ -16,19 +16,20 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.cli import app
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import CampaignRecord
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, estimates_pb2, services_pb2
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 from ldp_client.params import BooleanRapporParams, PairedParams, RapporParams
 from tests.ldp_aggregator.conftest import Running
 
 
 def _create(running: Running, msg: campaign_pb2.Campaign) -> campaign_pb2.Campaign:
-    return running.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg))  # type: ignore[no-any-return]
+    return running.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg))  # type: ignore[no-any-return]
 
 
 def _refusal(running: Running, msg: campaign_pb2.Campaign) -> str:
@@ -59,7 +60,7 @@ def test_raw_create_with_f_unset_is_refused_naming_the_field(running: Running) -
     paired.paired.second.rappor.f = 0.0
     assert "paired.second.rappor.f=0.0" in _refusal(running, paired)
     # Nothing was stored.
-    assert not running.analyst.ListCampaigns(services_pb2.ListCampaignsRequest()).campaigns
+    assert not running.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest()).campaigns
 
 
 def test_opted_in_f_zero_is_created_and_round_trips(running: Running) -> None:
@@ -118,7 +119,7 @@ def test_a_stored_f_zero_campaign_still_opens_and_estimates(tmp_path: Path) -> N
     with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as server:
         r = Running(server)
         try:
-            got = r.analyst.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="old"))
+            got = r.analyst.GetCampaign(collector_pb2.GetCampaignRequest(campaign_id="old"))
             assert math.isinf(got.epsilon_inf) and wire.params_from_proto(got) == params
             assert got.rappor.allow_f_zero  # docs/wire-protocol.md: every f = 0 campaign is answered so
             batch = wire.batch_to_proto(campaign_id="old", batch_id="b0", params=params, columns=columns)

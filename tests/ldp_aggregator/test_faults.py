@@ -30,11 +30,12 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, estimates_pb2
 from ldp_aggregator.accumulators import BitCountAccumulator
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.store import Store
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2_grpc, reports_pb2
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 from ldp_client.params import GRRParams, RapporParams
 from ldp_client.reporter import Reporter
@@ -54,8 +55,8 @@ RAPPOR = RapporParams(k=128, h=2, m=16)
 
 def _create(target: str, campaign_id: str, params: Any) -> None:
     with grpc.insecure_channel(target) as ch:
-        services_pb2_grpc.AnalystStub(ch).CreateCampaign(
-            services_pb2.CreateCampaignRequest(
+        analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
+            analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id=campaign_id, params=params)
             ),
             timeout=10,
@@ -64,7 +65,7 @@ def _create(target: str, campaign_id: str, params: Any) -> None:
 
 def _n_reports(target: str, campaign_id: str = "c") -> int:
     with grpc.insecure_channel(target) as ch:
-        est = services_pb2_grpc.AnalystStub(ch).GetEstimate(
+        est = analyst_pb2_grpc.AnalystStub(ch).GetEstimate(
             estimates_pb2.EstimateRequest(campaign_id=campaign_id), timeout=30
         )
     return int(est.n_reports)
@@ -120,7 +121,7 @@ def test_sigterm_under_load_is_graceful_and_loses_nothing(tmp_path: Path) -> Non
         np.testing.assert_array_equal(counts, expected_counts((0, w, i) for w, i in acked))
         assert n_batches == len(acked)
         with grpc.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
             for w, i in acked[:50]:
                 assert stub.Submit(_batch(0, w, i), timeout=10).duplicate
     finally:
@@ -145,7 +146,7 @@ def _rappor_batch(batch_id: str, n: int, campaign_id: str = "c") -> reports_pb2.
 
 
 def _fill_until_unavailable(
-    stub: services_pb2_grpc.CollectorStub, n: int = 2000
+    stub: collector_pb2_grpc.CollectorStub, n: int = 2000
 ) -> tuple[list[str], str, str]:
     """Submit batches until the store fails; returns (acknowledged ids, refused id, refusal message)."""
     acked: list[str] = []
@@ -192,7 +193,7 @@ def _check_on_disk(db: Path, acknowledged: list[str], n: int = 2000) -> None:
 def _check_full_disk_cycle(server: BackgroundServer, free_space: Callable[[], None]) -> list[str]:
     """Fill the disk, check the refusal and the recovery; returns the acknowledged batch ids."""
     with grpc.insecure_channel(server.target) as ch:
-        stub = services_pb2_grpc.CollectorStub(ch)
+        stub = collector_pb2_grpc.CollectorStub(ch)
         _create(server.target, "c", RAPPOR)
         acked, refused, message = _fill_until_unavailable(stub)
         assert acked, "nothing fit on the disk"
@@ -300,7 +301,7 @@ def test_read_only_database_gives_unavailable_then_recovers(tmp_path: Path) -> N
         BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as server,
         grpc.insecure_channel(server.target) as ch,
     ):
-        stub = services_pb2_grpc.CollectorStub(ch)
+        stub = collector_pb2_grpc.CollectorStub(ch)
         _create(server.target, "c", RAPPOR)
         stub.Submit(_rappor_batch("b0", 500), timeout=30)
         store = server.aggregator.store  # type: ignore[union-attr]
@@ -332,7 +333,7 @@ def test_read_only_disk_injected_with_strace(tmp_path: Path) -> None:
     try:
         _create(target, "c", RAPPOR)
         with grpc.insecure_channel(target) as ch:
-            stub = services_pb2_grpc.CollectorStub(ch)
+            stub = collector_pb2_grpc.CollectorStub(ch)
             stub.Submit(_rappor_batch("b0", 500), timeout=30)
             tracer = subprocess.Popen(
                 ["strace", "-f", "-p", str(proc.pid), "-o", "/dev/null",

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2
 from ldp_aggregator.accumulators import (
     CountAccumulator,
     accumulator_for,
@@ -31,7 +32,6 @@ from ldp_aggregator.support import (
     local_hash_support,
 )
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import services_pb2
 from ldp_client.errors import InvalidReportError
 from ldp_client.mechanisms.hr import in_support
 from ldp_client.mechanisms.olh import LocalHashEncoder, bucket_of
@@ -294,7 +294,7 @@ def test_grpc_campaign_submit_estimate(running: Running, name: str, tmp_path: Pa
     else:
         params = make_params(name, epsilon=2.0, domain=d)
     msg = wire.campaign_to_proto(campaign_id="fo", params=params)
-    running.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg))
+    running.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg))
     rng = np.random.default_rng(7)
     truth = _truth_counts(d, 20_000)
     values = np.repeat(np.arange(d), truth)
@@ -304,7 +304,7 @@ def test_grpc_campaign_submit_estimate(running: Running, name: str, tmp_path: Pa
         cols = oracle_encoder(params).encode_batch(values, rng)  # type: ignore[arg-type]
     batch = wire.batch_to_proto(campaign_id="fo", batch_id="b0", params=params, columns=cols)
     assert running.collector.Submit(batch).accepted == 20_000
-    from ldp_client._proto.ldp.v1 import estimates_pb2
+    from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 
     resp = running.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="fo"))
     assert resp.mechanism == params.name and resp.n_reports == 20_000
@@ -314,7 +314,7 @@ def test_grpc_campaign_submit_estimate(running: Running, name: str, tmp_path: Pa
 
 
 def test_cli_campaign_options_resolve_auto_and_set_valued() -> None:
-    from ldp_aggregator.cli import _campaign_from_options
+    from ldp_aggregator.cli_campaigns import _campaign_from_options
 
     msg = _campaign_from_options("c", "auto", 2.0, 128, None, [], None, "", None)
     assert msg.WhichOneof("mechanism") == "ss"  # stored as the concrete mechanism, never "auto"

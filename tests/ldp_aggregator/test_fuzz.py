@@ -36,17 +36,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.store import Store
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import (
-    campaign_pb2,
-    decode_pb2,
-    estimates_pb2,
-    reports_pb2,
-    services_pb2,
-    services_pb2_grpc,
-)
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.mechanisms import (
     BasicRapporEncoder,
     BinaryRREncoder,
@@ -96,7 +90,7 @@ CAMPAIGNS: Final[dict[str, Any]] = {
     "closed": GRRParams.from_epsilon(8, 1.0),
 }
 
-SERVICES = services_pb2.DESCRIPTOR.services_by_name
+SERVICES = {**collector_pb2.DESCRIPTOR.services_by_name, **analyst_pb2.DESCRIPTOR.services_by_name}
 #: Every unary ldp.v1 method and its request type.
 UNARY_METHODS: Final = sorted(
     (f"/{svc.full_name}/{m.name}", m.input_type.full_name)
@@ -161,8 +155,8 @@ class FuzzServer:
     def alive(self) -> None:
         resp = health_pb2_grpc.HealthStub(self.channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         assert resp.status == health_pb2.HealthCheckResponse.SERVING
-        services_pb2_grpc.AnalystStub(self.channel).ListCampaigns(
-            services_pb2.ListCampaignsRequest(), timeout=10
+        analyst_pb2_grpc.AnalystStub(self.channel).ListCampaigns(
+            analyst_pb2.ListCampaignsRequest(), timeout=10
         )
 
 
@@ -170,12 +164,12 @@ def seed_campaigns(target: str) -> None:
     """Create the fuzz campaigns, give each one valid batch, close "closed"."""
     rng = np.random.default_rng(7)
     with grpc.insecure_channel(target) as ch:
-        analyst = services_pb2_grpc.AnalystStub(ch)
-        collector = services_pb2_grpc.CollectorStub(ch)
+        analyst = analyst_pb2_grpc.AnalystStub(ch)
+        collector = collector_pb2_grpc.CollectorStub(ch)
         for cid, params in CAMPAIGNS.items():
             cands = ("alpha", "beta") if isinstance(params, RapporParams) else ()
             analyst.CreateCampaign(
-                services_pb2.CreateCampaignRequest(
+                analyst_pb2.CreateCampaignRequest(
                     campaign=wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)
                 ),
                 timeout=10,
@@ -186,7 +180,7 @@ def seed_campaigns(target: str) -> None:
                 ),
                 timeout=10,
             )
-        analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="closed"), timeout=10)
+        analyst.CloseCampaign(analyst_pb2.CloseCampaignRequest(campaign_id="closed"), timeout=10)
 
 
 def valid_columns(params: Any, n: int, rng: np.random.Generator) -> Any:
@@ -477,7 +471,7 @@ def malformed_campaigns(draw: st.DrawFn) -> tuple[bytes, frozenset[grpc.StatusCo
         c.rr.yes_probability = 0.5
         c.candidates.extend(f"c{i}" for i in range(MAX_CANDIDATES + draw(st.integers(1, 2000))))
         codes = frozenset({EXHAUSTED})
-    return services_pb2.CreateCampaignRequest(campaign=c).SerializeToString(), codes
+    return analyst_pb2.CreateCampaignRequest(campaign=c).SerializeToString(), codes
 
 
 @st.composite
@@ -491,7 +485,7 @@ def malformed_estimates(draw: st.DrawFn) -> tuple[str, bytes, frozenset[grpc.Sta
     req: Any = (
         estimates_pb2.EstimateRequest(campaign_id=cid)
         if method.endswith("GetEstimate")
-        else services_pb2.ExportCampaignRequest(campaign_id=cid)
+        else analyst_pb2.ExportCampaignRequest(campaign_id=cid)
     )
     codes = frozenset({INVALID})
     if kind == "confidence":
@@ -726,7 +720,7 @@ def huge_id_requests(big: str) -> list[tuple[str, str, bytes]]:
     campaign.rr.truth_probability, campaign.rr.yes_probability = 0.5, 0.5
     requests.append(
         ("/ldp.v1.Analyst/CreateCampaign", "campaign.id",
-         services_pb2.CreateCampaignRequest(campaign=campaign).SerializeToString())
+         analyst_pb2.CreateCampaignRequest(campaign=campaign).SerializeToString())
     )  # fmt: skip
     # Every other RPC whose request names a campaign (lookups, estimates, export, close, decoding).
     for method, type_name in UNARY_METHODS:
@@ -739,9 +733,9 @@ def huge_id_requests(big: str) -> list[tuple[str, str, bytes]]:
 _REQUEST_CLASSES: Final[dict[str, Any]] = {
     cls.DESCRIPTOR.full_name: cls
     for cls in (
-        services_pb2.GetCampaignRequest,
-        services_pb2.CloseCampaignRequest,
-        services_pb2.ExportCampaignRequest,
+        collector_pb2.GetCampaignRequest,
+        analyst_pb2.CloseCampaignRequest,
+        analyst_pb2.ExportCampaignRequest,
         estimates_pb2.EstimateRequest,
         decode_pb2.DecodeRapporRequest,
         decode_pb2.AssociationRequest,
@@ -786,12 +780,12 @@ class CappedServer:
     channel: grpc.Channel
 
     def create(self, campaign: campaign_pb2.Campaign) -> tuple[grpc.StatusCode, str]:
-        request = services_pb2.CreateCampaignRequest(campaign=campaign).SerializeToString()
+        request = analyst_pb2.CreateCampaignRequest(campaign=campaign).SerializeToString()
         return _call_details(self.channel, "/ldp.v1.Analyst/CreateCampaign", [request])
 
     def campaign_ids(self) -> list[str]:
-        resp = services_pb2_grpc.AnalystStub(self.channel).ListCampaigns(
-            services_pb2.ListCampaignsRequest(), timeout=30
+        resp = analyst_pb2_grpc.AnalystStub(self.channel).ListCampaigns(
+            analyst_pb2.ListCampaignsRequest(), timeout=30
         )
         return [c.id for c in resp.campaigns]
 
@@ -802,13 +796,13 @@ class CappedServer:
         assert health.status == health_pb2.HealthCheckResponse.SERVING
         if "small" not in self.campaign_ids():
             small = wire.campaign_to_proto(campaign_id="small", params=CAMPAIGNS["grr"])
-            services_pb2_grpc.AnalystStub(self.channel).CreateCampaign(
-                services_pb2.CreateCampaignRequest(campaign=small), timeout=30
+            analyst_pb2_grpc.AnalystStub(self.channel).CreateCampaign(
+                analyst_pb2.CreateCampaignRequest(campaign=small), timeout=30
             )
         batch = reports_pb2.ReportBatch(
             campaign_id="small", batch_id=f"alive-{time.monotonic_ns()}", count=1, grr_indices=bytes(4)
         )
-        assert services_pb2_grpc.CollectorStub(self.channel).Submit(batch, timeout=30).accepted == 1
+        assert collector_pb2_grpc.CollectorStub(self.channel).Submit(batch, timeout=30).accepted == 1
 
 
 @contextlib.contextmanager
@@ -1014,7 +1008,7 @@ def test_every_mechanism_at_its_legal_maxima(tmp_path: Path, name: str) -> None:
         assert code is (OK if fits else EXHAUSTED), f"{name} SubmitReport: {code.name} {details[:300]!r}"
         for method, request in (
             ("/ldp.v1.Analyst/GetEstimate", estimates_pb2.EstimateRequest(campaign_id=campaign.id)),
-            ("/ldp.v1.Analyst/ExportCampaign", services_pb2.ExportCampaignRequest(campaign_id=campaign.id)),
+            ("/ldp.v1.Analyst/ExportCampaign", analyst_pb2.ExportCampaignRequest(campaign_id=campaign.id)),
         ):
             code, details = _call_details(server.channel, method, [request.SerializeToString()])
             # OK, or a refusal that says why (a response too large for one message is the server's to

@@ -24,6 +24,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, estimates_pb2
 from ldp_aggregator.auth import Role, new_token_record
 from ldp_aggregator.logs import JsonFormatter
 from ldp_aggregator.ratelimit import RETRY_AFTER_METADATA, Limits
@@ -36,13 +37,7 @@ from ldp_aggregator.server import (
 from ldp_aggregator.service import MAX_STATUS_MESSAGE_CHARS, status_message
 from ldp_aggregator.store import add_token, revoke_token
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import (
-    campaign_pb2,
-    estimates_pb2,
-    reports_pb2,
-    services_pb2,
-    services_pb2_grpc,
-)
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import MAX_SHOWN_CHARS, CampaignNotFoundError, InvalidReportError, shown
 from ldp_client.params import GRRParams, RapporParams
 
@@ -54,12 +49,12 @@ class Client:
     def __init__(self, server: BackgroundServer) -> None:
         self.server = server
         self.channel = grpc.insecure_channel(server.target)
-        self.analyst = services_pb2_grpc.AnalystStub(self.channel)
-        self.collector = services_pb2_grpc.CollectorStub(self.channel)
+        self.analyst = analyst_pb2_grpc.AnalystStub(self.channel)
+        self.collector = collector_pb2_grpc.CollectorStub(self.channel)
 
     def create(self, campaign_id: str, params: Any = PARAMS, **kw: Any) -> campaign_pb2.Campaign:
         msg = wire.campaign_to_proto(campaign_id=campaign_id, params=params, **kw)
-        return self.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), timeout=30)
+        return self.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), timeout=30)
 
     def n_reports(self, campaign_id: str) -> int:
         req = estimates_pb2.EstimateRequest(campaign_id=campaign_id)
@@ -140,9 +135,7 @@ def test_the_largest_rappor_campaign_is_refused_before_any_allocation(client: Cl
     biggest = RapporParams(k=4096, h=16, m=65536)  # the largest the proto allows: 2 GiB of counters
     err = _error(
         client.analyst.CreateCampaign,
-        services_pb2.CreateCampaignRequest(
-            campaign=wire.campaign_to_proto(campaign_id="big", params=biggest)
-        ),
+        analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="big", params=biggest)),
     )
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     details = err.details() or ""
@@ -150,7 +143,7 @@ def test_the_largest_rappor_campaign_is_refused_before_any_allocation(client: Cl
     assert "max_accumulator_bytes=134,217,728" in details and "k=4096, h=16, m=65536" in details
     assert zero_calls == []  # nothing was allocated for it
     # The server still serves, and nothing was stored.
-    assert list(client.analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=10).campaigns) == []
+    assert list(client.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10).campaigns) == []
     client.create("ok", RapporParams(k=128, h=2, m=64))
     assert zero_calls == ["ok"]
 
@@ -164,7 +157,7 @@ def test_the_accumulator_limit_is_configurable(tmp_path: Path) -> None:
         c.create("small", RapporParams(k=128, h=2, m=32))  # 33 KB
         err = _error(
             c.analyst.CreateCampaign,
-            services_pb2.CreateCampaignRequest(
+            analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="wide", params=RapporParams(k=128, h=2, m=128))
             ),
         )
@@ -191,14 +184,14 @@ def test_creating_a_campaign_does_not_hold_up_other_calls(client: Client) -> Non
     store._zero = slow_zero  # type: ignore[method-assign]
     msg = wire.campaign_to_proto(campaign_id="slow", params=RapporParams(k=128, h=2, m=64))
     creating = client.analyst.CreateCampaign.future(
-        services_pb2.CreateCampaignRequest(campaign=msg), timeout=120
+        analyst_pb2.CreateCampaignRequest(campaign=msg), timeout=120
     )
     try:
         assert entered.wait(30), "the creation never reached the allocation"
         # Both complete while the creation is still held.
         names = [
             c.id
-            for c in client.analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=15).campaigns
+            for c in client.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=15).campaigns
         ]
         assert names == ["c"]
         assert client.collector.Submit(_batch("during"), timeout=15).accepted == 5
@@ -216,12 +209,12 @@ def test_error_messages_cut_long_client_values(client: Client) -> None:
     client.create("c")
     huge = "x" * 1_000_000
     calls = [
-        (client.analyst.GetCampaign, services_pb2.GetCampaignRequest(campaign_id=huge), "NOT_FOUND"),
+        (client.analyst.GetCampaign, collector_pb2.GetCampaignRequest(campaign_id=huge), "NOT_FOUND"),
         (client.collector.Submit, reports_pb2.ReportBatch(campaign_id="c", batch_id=huge, count=1,
                                                          grr_indices=b"\1\0\0\0"), "INVALID_ARGUMENT"),
         (client.collector.SubmitReport, reports_pb2.Report(campaign_id="c", report_id=huge, grr_index=1),
          "INVALID_ARGUMENT"),
-        (client.analyst.CreateCampaign, services_pb2.CreateCampaignRequest(
+        (client.analyst.CreateCampaign, analyst_pb2.CreateCampaignRequest(
             campaign=wire.campaign_to_proto(campaign_id="ok", params=PARAMS)), None),
     ]  # fmt: skip
     calls[3][1].campaign.id = huge
@@ -281,7 +274,7 @@ def test_authentication_stays_on_after_every_token_is_revoked_and_a_restart(tmp_
         assert "no_valid_tokens" in events and "auth_disabled" not in events
         assert server.authenticator is not None and server.authenticator.required
         c = Client(server)
-        err = _error(c.analyst.ListCampaigns, services_pb2.ListCampaignsRequest())
+        err = _error(c.analyst.ListCampaigns, analyst_pb2.ListCampaignsRequest())
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED
         c.channel.close()
     finally:
@@ -291,7 +284,7 @@ def test_authentication_stays_on_after_every_token_is_revoked_and_a_restart(tmp_
     with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as server:
         c = Client(server)
         md = (("authorization", f"Bearer {token}"),)
-        c.analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=10, metadata=md)
+        c.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10, metadata=md)
         c.channel.close()
 
 
@@ -334,7 +327,7 @@ def test_failed_authentication_is_limited_per_address_and_logged_without_secrets
     try:
         with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0", limits=limits)) as server:
             c = Client(server)
-            req = services_pb2.ListCampaignsRequest()
+            req = analyst_pb2.ListCampaignsRequest()
             bad = (("authorization", "Bearer ldp_guessed-token"),)
             codes = [_error(c.analyst.ListCampaigns, req, metadata=bad).code() for _ in range(3)]
             assert codes == [grpc.StatusCode.UNAUTHENTICATED] * 3
@@ -388,8 +381,8 @@ def test_a_flood_of_silent_sockets_does_not_lock_out_new_clients(tmp_path: Path)
             silent.append(socket.create_connection(("127.0.0.1", port), timeout=10))
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
             # wait_for_ready: the client reconnects while the silent sockets hold every slot.
-            services_pb2_grpc.AnalystStub(ch).ListCampaigns(
-                services_pb2.ListCampaignsRequest(), timeout=30, wait_for_ready=True
+            analyst_pb2_grpc.AnalystStub(ch).ListCampaigns(
+                analyst_pb2.ListCampaignsRequest(), timeout=30, wait_for_ready=True
             )
     finally:
         for s in silent:
@@ -420,7 +413,10 @@ def test_reflection_is_served_under_v1_and_v1alpha(client: Client) -> None:
     db = ProtoReflectionDescriptorDatabase(client.channel)
     services = set(db.get_services())
     assert {"ldp.v1.Collector", "ldp.v1.Analyst", "grpc.health.v1.Health", REFLECTION_V1_SERVICE} <= services
-    assert db.FindFileContainingSymbol("ldp.v1.Collector").name == "ldp/v1/services.proto"
+    # Issue 14: the device's service and the analysts' live in two files (generated into the client and the
+    # aggregator package); reflection names the file that declares each.
+    assert db.FindFileContainingSymbol("ldp.v1.Collector").name == "ldp/v1/collector.proto"
+    assert db.FindFileContainingSymbol("ldp.v1.Analyst").name == "ldp/v1/analyst.proto"
     # v1, as grpcurl and other current tools call it (the same messages under the stable package name).
     for service in ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"):
         (listed,) = _reflect(
@@ -429,7 +425,7 @@ def test_reflection_is_served_under_v1_and_v1alpha(client: Client) -> None:
         names = {s.name for s in listed.list_services_response.service}
         assert {"ldp.v1.Collector", "ldp.v1.Analyst", "grpc.reflection.v1.ServerReflection"} <= names
         for symbol, file_name in (
-            ("ldp.v1.Analyst", "ldp/v1/services.proto"),
+            ("ldp.v1.Analyst", "ldp/v1/analyst.proto"),
             ("grpc.reflection.v1.ServerReflection", "grpc/reflection/v1/reflection.proto"),
         ):
             (resp,) = _reflect(
@@ -440,6 +436,14 @@ def test_reflection_is_served_under_v1_and_v1alpha(client: Client) -> None:
                 for b in resp.file_descriptor_response.file_descriptor_proto
             ]
             assert files and files[0].name == file_name, (service, symbol, resp)
+            if symbol == "ldp.v1.Analyst":  # its imports come along, from both generated packages
+                assert {f.name for f in files} >= {
+                    "ldp/v1/analyst.proto",
+                    "ldp/v1/collector.proto",
+                    "ldp/v1/campaign.proto",
+                    "ldp/v1/decode.proto",
+                    "ldp/v1/estimates.proto",
+                }, [f.name for f in files]
     analyst = next(s for s in files[0].service if s.name == "ServerReflection")
     assert analyst.method[0].input_type == ".grpc.reflection.v1.ServerReflectionRequest"
 
@@ -452,7 +456,7 @@ def test_an_estimate_says_why_rappor_items_are_empty(client: Client) -> None:
     assert not est.items
     assert "candidate" in est.note and "DecodeRappor" in est.note and "'bare'" in est.note
     exported = client.analyst.ExportCampaign(
-        services_pb2.ExportCampaignRequest(campaign_id="bare"), timeout=10
+        analyst_pb2.ExportCampaignRequest(campaign_id="bare"), timeout=10
     )
     assert exported.estimate.note == est.note
     # Candidates in the request or in the campaign: no note.
@@ -480,7 +484,7 @@ def test_id_lengths_count_unicode_code_points(client: Client) -> None:
     bad_report = _report("r", campaign_id=ok)
     bad_report.report_id = too_long
     for fn, request, field in (
-        (client.analyst.CreateCampaign, services_pb2.CreateCampaignRequest(campaign=bad_campaign), "id"),
+        (client.analyst.CreateCampaign, analyst_pb2.CreateCampaignRequest(campaign=bad_campaign), "id"),
         (client.collector.Submit, bad_batch, "batch_id"),
         (client.collector.SubmitReport, bad_report, "report_id"),
     ):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.accumulators import accumulator_for, accumulator_from_bytes, add_columns, check_matches
 from ldp_aggregator.analysis import estimate_campaign, estimate_to_dict, estimate_to_proto
 from ldp_aggregator.cli import app
@@ -23,7 +24,7 @@ from ldp_aggregator.means import (
     plugin_std_error,
 )
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2
+from ldp_client._proto.ldp.v1 import collector_pb2
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms.numeric import exact_distribution, numeric_encoder
 from ldp_client.numeric_params import (
@@ -347,9 +348,9 @@ def test_numeric_campaigns_over_grpc_and_cli(running: Running, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     md = MultidimParams.from_epsilon(((0.0, 1.0), (0.0, 100.0)), 1.0, base="hybrid")
     running.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="vec", params=md))
+        analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="vec", params=md))
     )
-    got = running.collector.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="temp"))
+    got = running.collector.GetCampaign(collector_pb2.GetCampaignRequest(campaign_id="temp"))
     params = wire.params_from_proto(got)
     assert isinstance(params, PiecewiseParams)
     rng = np.random.default_rng(8)
@@ -420,9 +421,7 @@ def test_reporter_sends_numeric_reports(running: Running, tmp_path: Path) -> Non
     md = MultidimParams.from_epsilon(((0.0, 1.0), (-1.0, 1.0), (0.0, 100.0)), 6.0, base="duchi")
     for cid, params in (("sr", sr), ("md", md)):
         running.analyst.CreateCampaign(
-            services_pb2.CreateCampaignRequest(
-                campaign=wire.campaign_to_proto(campaign_id=cid, params=params)
-            )
+            analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id=cid, params=params))
         )
     rng = np.random.default_rng(9)
     xs = rng.uniform(2.0, 9.0, 3000)

@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, estimates_pb2
 from ldp_aggregator.accumulators import accumulator_from_bytes
 from ldp_aggregator.auth import Role, new_token_record, token_digest
 from ldp_aggregator.cli import app
@@ -31,7 +32,7 @@ from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import add_token, revoke_token
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 from ldp_client.params import GRRParams, RapporParams
@@ -44,8 +45,8 @@ class Ops:
     def __init__(self, server: BackgroundServer) -> None:
         self.server = server
         self.channel = grpc.insecure_channel(server.target)
-        self.analyst = services_pb2_grpc.AnalystStub(self.channel)
-        self.collector = services_pb2_grpc.CollectorStub(self.channel)
+        self.analyst = analyst_pb2_grpc.AnalystStub(self.channel)
+        self.collector = collector_pb2_grpc.CollectorStub(self.channel)
 
     def scrape(self) -> str:
         url = f"http://127.0.0.1:{self.server.metrics_port}/metrics"
@@ -56,7 +57,7 @@ class Ops:
         self, campaign_id: str = "c", params: object = PARAMS, candidates: tuple[str, ...] = ()
     ) -> None:
         msg = wire.campaign_to_proto(campaign_id=campaign_id, params=params, candidates=candidates)  # type: ignore[arg-type]
-        self.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), timeout=10)
+        self.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), timeout=10)
 
 
 @pytest.fixture
@@ -154,7 +155,7 @@ def test_structured_json_logs(ops: Ops) -> None:
     logger.setLevel(logging.INFO)
     try:
         ops.create("logged")
-        ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="logged"), timeout=10)
+        ops.analyst.CloseCampaign(analyst_pb2.CloseCampaignRequest(campaign_id="logged"), timeout=10)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
@@ -197,7 +198,7 @@ def test_log_formatters_and_configuration() -> None:
 def test_close_campaign_stops_new_reports_but_answers_retries(ops: Ops) -> None:
     ops.create()
     ops.collector.Submit(_batch("before", [0, 1]), timeout=10)
-    closed = ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="c"), timeout=10)
+    closed = ops.analyst.CloseCampaign(analyst_pb2.CloseCampaignRequest(campaign_id="c"), timeout=10)
     assert closed.closed and closed.id == "c"
     with pytest.raises(grpc.RpcError) as info:
         ops.collector.Submit(_batch("after", [0, 1]), timeout=10)
@@ -209,11 +210,11 @@ def test_close_campaign_stops_new_reports_but_answers_retries(ops: Ops) -> None:
         ops.collector.SubmitReport(report, timeout=10)
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert ops.collector.Submit(_batch("before", [0, 1]), timeout=10).duplicate  # a retry still succeeds
-    assert ops.collector.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="c"), timeout=10).closed
+    assert ops.collector.GetCampaign(collector_pb2.GetCampaignRequest(campaign_id="c"), timeout=10).closed
     # Idempotent, and NOT_FOUND for an unknown campaign.
-    assert ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="c"), timeout=10).closed
+    assert ops.analyst.CloseCampaign(analyst_pb2.CloseCampaignRequest(campaign_id="c"), timeout=10).closed
     with pytest.raises(grpc.RpcError) as info:
-        ops.analyst.CloseCampaign(services_pb2.CloseCampaignRequest(campaign_id="zz"), timeout=10)
+        ops.analyst.CloseCampaign(analyst_pb2.CloseCampaignRequest(campaign_id="zz"), timeout=10)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
     est = ops.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="c"), timeout=10)
     assert est.n_reports == 2
@@ -228,7 +229,7 @@ def test_export_campaign_rpc_and_cli(ops: Ops) -> None:
     values = [0] * 50 + [1] * 30 + [2] * 15 + [3] * 5
     ops.collector.Submit(_batch("b1", values[:60]), timeout=10)
     ops.collector.Submit(_batch("b2", values[60:]), timeout=10)
-    resp = ops.analyst.ExportCampaign(services_pb2.ExportCampaignRequest(campaign_id="c"), timeout=10)
+    resp = ops.analyst.ExportCampaign(analyst_pb2.ExportCampaignRequest(campaign_id="c"), timeout=10)
     assert resp.n_reports == 100 and resp.n_batches == 2 and resp.campaign.id == "c"
     acc = accumulator_from_bytes(resp.accumulator)
     assert acc.counts.tolist() == [50, 30, 15, 5]  # type: ignore[union-attr]
@@ -404,15 +405,15 @@ def _realistic_calls(
         return info.value.code()  # type: ignore[no-any-return]
 
     with grpc.insecure_channel(server.target) as ch:
-        analyst = services_pb2_grpc.AnalystStub(ch)
-        collector = services_pb2_grpc.CollectorStub(ch)
+        analyst = analyst_pb2_grpc.AnalystStub(ch)
+        collector = collector_pb2_grpc.CollectorStub(ch)
         for cid, params, cands in (
             ("logs-grr", PARAMS, ()),
             ("logs-rappor", RapporParams(k=16, h=2, m=4), ("x", "y")),
         ):
             msg = wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)  # type: ignore[arg-type]
             analyst.CreateCampaign(
-                services_pb2.CreateCampaignRequest(campaign=msg), timeout=10, metadata=admin
+                analyst_pb2.CreateCampaignRequest(campaign=msg), timeout=10, metadata=admin
             )
         good = _batch(f"{_SECRET_BATCH}-1", [0, 1, 2, 3, 3], campaign_id="logs-grr")
         assert collector.Submit(good, timeout=10, metadata=reporter).accepted == 5
@@ -445,14 +446,14 @@ def _realistic_calls(
             == grpc.StatusCode.INVALID_ARGUMENT
         )
         # Bad credentials of every kind.
-        list_req = services_pb2.ListCampaignsRequest()
+        list_req = analyst_pb2.ListCampaignsRequest()
         for token in bad_tokens:
             assert refused(analyst.ListCampaigns, list_req, md(token)) == grpc.StatusCode.UNAUTHENTICATED
         assert refused(analyst.ListCampaigns, list_req, md(revoked)) == grpc.StatusCode.UNAUTHENTICATED
         assert refused(analyst.ListCampaigns, list_req, ()) == grpc.StatusCode.UNAUTHENTICATED
         basic = (("authorization", "Basic " + bad_tokens[0]),)
         assert refused(analyst.ListCampaigns, list_req, basic) == grpc.StatusCode.UNAUTHENTICATED
-        wrong_role = services_pb2.CloseCampaignRequest(campaign_id="logs-grr")
+        wrong_role = analyst_pb2.CloseCampaignRequest(campaign_id="logs-grr")
         assert refused(analyst.CloseCampaign, wrong_role, reporter) == grpc.StatusCode.PERMISSION_DENIED
         # The disk refuses writes for a moment (the writer's connection turned read-only), then recovers.
         store = server.aggregator.store  # type: ignore[union-attr]
@@ -470,10 +471,10 @@ def _realistic_calls(
         )
         assert est.n_reports == 17
         analyst.ExportCampaign(
-            services_pb2.ExportCampaignRequest(campaign_id="logs-rappor"), timeout=10, metadata=analyst_md
+            analyst_pb2.ExportCampaignRequest(campaign_id="logs-rappor"), timeout=10, metadata=analyst_md
         )
         analyst.CloseCampaign(
-            services_pb2.CloseCampaignRequest(campaign_id="logs-grr"), timeout=10, metadata=admin
+            analyst_pb2.CloseCampaignRequest(campaign_id="logs-grr"), timeout=10, metadata=admin
         )
         late = _batch(f"{_SECRET_BATCH}-4", [0], campaign_id="logs-grr")
         assert refused(collector.Submit, late, reporter) == grpc.StatusCode.FAILED_PRECONDITION

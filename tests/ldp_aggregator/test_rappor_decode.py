@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, decode_pb2
 from ldp_aggregator.accumulators import BitCountAccumulator, accumulator_for, add_columns
 from ldp_aggregator.cli import app
 from ldp_aggregator.estimators import NoReportsError, rappor_design
@@ -27,7 +28,6 @@ from ldp_aggregator.rappor_decode import (
 )
 from ldp_aggregator.service import Aggregator, open_store
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import decode_pb2, services_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.rappor import bloom_positions, encode_batch_basic, encode_batch_rappor
 from ldp_client.params import BasicRapporParams, BinaryRRParams, BooleanRapporParams, RapporParams
@@ -283,7 +283,7 @@ def _rappor_campaign(
     r: Running, cid: str, params: RapporParams, cands: tuple[str, ...], n: int, seed: int
 ) -> np.ndarray:
     r.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(
+        analyst_pb2.CreateCampaignRequest(
             campaign=wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)
         )
     )
@@ -338,12 +338,12 @@ def test_decode_rpc_errors(running: Running) -> None:
     assert code(decode_pb2.DecodeRapporRequest(campaign_id="nope")) == grpc.StatusCode.NOT_FOUND
     rr = BinaryRRParams.from_epsilon(1.0)
     running.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="yn", params=rr))
+        analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="yn", params=rr))
     )
     assert code(decode_pb2.DecodeRapporRequest(campaign_id="yn")) == grpc.StatusCode.INVALID_ARGUMENT
     params = RapporParams(k=16, h=2, m=2)
     running.analyst.CreateCampaign(
-        services_pb2.CreateCampaignRequest(
+        analyst_pb2.CreateCampaignRequest(
             campaign=wire.campaign_to_proto(campaign_id="empty", params=params, candidates=("a",))
         )
     )

@@ -22,6 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.auth import METHOD_ROLES, Authenticator, Role, new_token_record, required_roles
 from ldp_aggregator.cli import app
 from ldp_aggregator.config import load_settings
@@ -31,7 +32,7 @@ from ldp_aggregator.server import BackgroundServer, ServerConfig, is_loopback
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import SCHEMA_VERSION, StoreSchemaError, add_token, list_tokens, revoke_token
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import decode_pb2, estimates_pb2, reports_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.paired import encode_batch_paired
 from ldp_client.mechanisms.rappor import encode_batch_rappor
@@ -132,10 +133,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     )
 
 
-def _list(channel: grpc.Channel) -> services_pb2.ListCampaignsResponse:
-    return services_pb2_grpc.AnalystStub(channel).ListCampaigns(
-        services_pb2.ListCampaignsRequest(), timeout=10
-    )
+def _list(channel: grpc.Channel) -> analyst_pb2.ListCampaignsResponse:
+    return analyst_pb2_grpc.AnalystStub(channel).ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10)
 
 
 def test_tls_handshake_with_the_test_ca_and_refusals(pki: Pki, tmp_path: Path) -> None:
@@ -149,18 +148,18 @@ def test_tls_handshake_with_the_test_ca_and_refusals(pki: Pki, tmp_path: Path) -
         # A client that does not trust the test CA (the system roots) fails the handshake.
         with grpc.secure_channel(server.target, grpc.ssl_channel_credentials()) as ch:
             assert _code(
-                services_pb2_grpc.AnalystStub(ch).ListCampaigns, services_pb2.ListCampaignsRequest()
+                analyst_pb2_grpc.AnalystStub(ch).ListCampaigns, analyst_pb2.ListCampaignsRequest()
             ) == (grpc.StatusCode.UNAVAILABLE)
         wrong = grpc.ssl_channel_credentials(root_certificates=pki.other_ca.read_bytes())
         with grpc.secure_channel(server.target, wrong) as ch:
-            stub = services_pb2_grpc.AnalystStub(ch)
+            stub = analyst_pb2_grpc.AnalystStub(ch)
             assert (
-                _code(stub.ListCampaigns, services_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
+                _code(stub.ListCampaigns, analyst_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
             )
         with grpc.insecure_channel(server.target) as ch:  # plaintext to a TLS port
-            stub = services_pb2_grpc.AnalystStub(ch)
+            stub = analyst_pb2_grpc.AnalystStub(ch)
             assert (
-                _code(stub.ListCampaigns, services_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
+                _code(stub.ListCampaigns, analyst_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
             )
 
 
@@ -181,17 +180,17 @@ def test_mutual_tls_requires_a_client_certificate_from_the_client_ca(pki: Pki, t
             assert list(_list(ch).campaigns) == []
         without = grpc.ssl_channel_credentials(root_certificates=ca)
         with grpc.secure_channel(server.target, without) as ch:
-            stub = services_pb2_grpc.AnalystStub(ch)
+            stub = analyst_pb2_grpc.AnalystStub(ch)
             assert (
-                _code(stub.ListCampaigns, services_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
+                _code(stub.ListCampaigns, analyst_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
             )
         foreign = grpc.ssl_channel_credentials(
             ca, pki.other_client_key.read_bytes(), pki.other_client_cert.read_bytes()
         )
         with grpc.secure_channel(server.target, foreign) as ch:
-            stub = services_pb2_grpc.AnalystStub(ch)
+            stub = analyst_pb2_grpc.AnalystStub(ch)
             assert (
-                _code(stub.ListCampaigns, services_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
+                _code(stub.ListCampaigns, analyst_pb2.ListCampaignsRequest()) == grpc.StatusCode.UNAVAILABLE
             )
 
 
@@ -249,12 +248,12 @@ class AuthServer:
     scoped: str = ""
 
     @property
-    def collector(self) -> services_pb2_grpc.CollectorStub:
-        return services_pb2_grpc.CollectorStub(self.channel)
+    def collector(self) -> collector_pb2_grpc.CollectorStub:
+        return collector_pb2_grpc.CollectorStub(self.channel)
 
     @property
-    def analyst(self) -> services_pb2_grpc.AnalystStub:
-        return services_pb2_grpc.AnalystStub(self.channel)
+    def analyst(self) -> analyst_pb2_grpc.AnalystStub:
+        return analyst_pb2_grpc.AnalystStub(self.channel)
 
 
 def _auth_server(tmp_path: Path, **kw: object) -> Iterator[AuthServer]:
@@ -270,7 +269,7 @@ def _auth_server(tmp_path: Path, **kw: object) -> Iterator[AuthServer]:
     with BackgroundServer(config) as server, grpc.insecure_channel(server.target) as ch:
         s = AuthServer(server, db, tokens, ids, ch, scoped)
         s.analyst.CreateCampaign(
-            services_pb2.CreateCampaignRequest(
+            analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS)
             ),
             metadata=_md(tokens[Role.ADMIN]),
@@ -288,7 +287,7 @@ def _matrix_campaigns(s: AuthServer) -> None:
     admin, reporter = _md(s.tokens[Role.ADMIN]), _md(s.tokens[Role.REPORTER])
     for cid, params, cands in (("words", RAPPOR, WORDS), ("pair", PAIR, ())):
         msg = wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)
-        s.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
+        s.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
     rng = np.random.default_rng(3)
     values = rng.choice(3, size=2000, p=[0.6, 0.3, 0.1])
     columns = encode_batch_rappor(RAPPOR, campaign_id="words", values=values, labels=WORDS, rng=rng)
@@ -307,7 +306,7 @@ def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
     return {
         "/ldp.v1.Collector/GetCampaign": (
             s.collector.GetCampaign,
-            services_pb2.GetCampaignRequest(campaign_id="c"),
+            collector_pb2.GetCampaignRequest(campaign_id="c"),
         ),
         "/ldp.v1.Collector/Submit": (s.collector.Submit, _batch(f"b{next(n)}")),
         "/ldp.v1.Collector/SubmitStream": (
@@ -320,26 +319,26 @@ def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
         ),
         "/ldp.v1.Analyst/GetCampaign": (
             s.analyst.GetCampaign,
-            services_pb2.GetCampaignRequest(campaign_id="c"),
+            collector_pb2.GetCampaignRequest(campaign_id="c"),
         ),
-        "/ldp.v1.Analyst/ListCampaigns": (s.analyst.ListCampaigns, services_pb2.ListCampaignsRequest()),
+        "/ldp.v1.Analyst/ListCampaigns": (s.analyst.ListCampaigns, analyst_pb2.ListCampaignsRequest()),
         "/ldp.v1.Analyst/GetEstimate": (
             s.analyst.GetEstimate,
             estimates_pb2.EstimateRequest(campaign_id="c"),
         ),
         "/ldp.v1.Analyst/ExportCampaign": (
             s.analyst.ExportCampaign,
-            services_pb2.ExportCampaignRequest(campaign_id="c"),
+            analyst_pb2.ExportCampaignRequest(campaign_id="c"),
         ),
         "/ldp.v1.Analyst/CreateCampaign": (
             s.analyst.CreateCampaign,
-            services_pb2.CreateCampaignRequest(
+            analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="new", params=PARAMS)
             ),
         ),
         "/ldp.v1.Analyst/CloseCampaign": (
             s.analyst.CloseCampaign,  # idempotent: every allowed role may close "words" again
-            services_pb2.CloseCampaignRequest(campaign_id="words"),
+            analyst_pb2.CloseCampaignRequest(campaign_id="words"),
         ),
         "/ldp.v1.Analyst/DecodeRappor": (
             s.analyst.DecodeRappor,
@@ -358,7 +357,8 @@ def test_each_role_may_call_exactly_its_rpcs(auth: AuthServer) -> None:
     # Every RPC of both services is in the matrix: a new one cannot be left out by accident.
     served = {
         f"/{service.full_name}/{method.name}"
-        for service in services_pb2.DESCRIPTOR.services_by_name.values()
+        for descriptor in (collector_pb2.DESCRIPTOR, analyst_pb2.DESCRIPTOR)
+        for service in descriptor.services_by_name.values()
         for method in service.methods
     }
     assert set(calls) == served
@@ -372,7 +372,7 @@ def test_each_role_may_call_exactly_its_rpcs(auth: AuthServer) -> None:
             if role in allowed:
                 fn(request, timeout=30, metadata=md)  # type: ignore[operator]
                 if method.endswith("CreateCampaign"):  # only once
-                    request = services_pb2.CreateCampaignRequest(  # noqa: PLW2901
+                    request = analyst_pb2.CreateCampaignRequest(  # noqa: PLW2901
                         campaign=wire.campaign_to_proto(campaign_id=f"new-{role.value}", params=PARAMS)
                     )
             else:
@@ -395,11 +395,11 @@ def test_a_scoped_reporter_token_reaches_only_its_campaigns(auth: AuthServer) ->
     admin = _md(auth.tokens[Role.ADMIN])
     for cid in ("other", "third"):
         msg = wire.campaign_to_proto(campaign_id=cid, params=PARAMS)
-        auth.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
+        auth.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
     md = _md(auth.scoped)
     auth.collector.Submit(_batch("mine", 10), timeout=10, metadata=md)
     refused = [
-        (auth.collector.GetCampaign, services_pb2.GetCampaignRequest(campaign_id="other")),
+        (auth.collector.GetCampaign, collector_pb2.GetCampaignRequest(campaign_id="other")),
         (auth.collector.Submit, _batch("theirs", 10, campaign_id="other")),
         (
             auth.collector.SubmitReport,
@@ -444,7 +444,7 @@ def test_token_create_with_campaigns_and_the_list_shows_them(tmp_path: Path) -> 
 
 
 def test_missing_wrong_or_malformed_tokens_are_unauthenticated(auth: AuthServer) -> None:
-    req = services_pb2.GetCampaignRequest(campaign_id="c")
+    req = collector_pb2.GetCampaignRequest(campaign_id="c")
     for md in (
         (),
         _md("ldp_not-a-real-token"),
@@ -469,7 +469,7 @@ def test_missing_wrong_or_malformed_tokens_are_unauthenticated(auth: AuthServer)
 
 
 def test_revoked_token_is_refused_promptly_and_new_tokens_work(auth: AuthServer) -> None:
-    req = services_pb2.GetCampaignRequest(campaign_id="c")
+    req = collector_pb2.GetCampaignRequest(campaign_id="c")
     md = _md(auth.tokens[Role.REPORTER])
     auth.collector.GetCampaign(req, timeout=10, metadata=md)
     result = runner.invoke(app, ["token", "revoke", auth.ids[Role.REPORTER], "--db", str(auth.db)])
@@ -577,19 +577,19 @@ def test_token_created_while_running_switches_authentication_on(tmp_path: Path) 
     db = tmp_path / "db.sqlite3"
     config = ServerConfig(db=db, listen="127.0.0.1:0", token_refresh_s=0.05)
     with BackgroundServer(config) as server, grpc.insecure_channel(server.target) as ch:
-        stub = services_pb2_grpc.AnalystStub(ch)
-        stub.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=10)
+        stub = analyst_pb2_grpc.AnalystStub(ch)
+        stub.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10)
         token, _ = _token(db, Role.ANALYST)
         deadline = time.monotonic() + 2
         while True:
             try:
-                stub.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=10)
+                stub.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10)
             except grpc.RpcError as exc:
                 assert exc.code() == grpc.StatusCode.UNAUTHENTICATED
                 break
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        stub.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=10, metadata=_md(token))
+        stub.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10, metadata=_md(token))
 
 
 # ---------------------------------------------------------------------------------------------- limits
@@ -644,7 +644,7 @@ def test_request_rate_limit_and_size_limits(tmp_path: Path) -> None:
         codes = []
         for _ in range(8):
             try:
-                s.analyst.ListCampaigns(services_pb2.ListCampaignsRequest(), timeout=10, metadata=md)
+                s.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest(), timeout=10, metadata=md)
                 codes.append(grpc.StatusCode.OK)
             except grpc.RpcError as exc:
                 codes.append(exc.code())
@@ -652,7 +652,7 @@ def test_request_rate_limit_and_size_limits(tmp_path: Path) -> None:
         assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes[5:]
         # Another token has its own bucket.
         s.analyst.ListCampaigns(
-            services_pb2.ListCampaignsRequest(), timeout=10, metadata=_md(s.tokens[Role.ADMIN])
+            analyst_pb2.ListCampaignsRequest(), timeout=10, metadata=_md(s.tokens[Role.ADMIN])
         )
         md = _md(s.tokens[Role.ADMIN])
         req = estimates_pb2.EstimateRequest(campaign_id="c", candidates=["a", "b", "c", "d"])
@@ -742,12 +742,10 @@ def test_retention_purge_in_the_server_and_by_command(tmp_path: Path) -> None:
     # 1e-5 days = 0.864 s; the purge runs every 0.1 s.
     config = ServerConfig(db=db, listen="127.0.0.1:0", raw_retention_days=1e-5, purge_interval_s=0.1)
     with BackgroundServer(config) as server, grpc.insecure_channel(server.target) as ch:
-        analyst = services_pb2_grpc.AnalystStub(ch)
-        collector = services_pb2_grpc.CollectorStub(ch)
+        analyst = analyst_pb2_grpc.AnalystStub(ch)
+        collector = collector_pb2_grpc.CollectorStub(ch)
         analyst.CreateCampaign(
-            services_pb2.CreateCampaignRequest(
-                campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS)
-            )
+            analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS))
         )
         collector.Submit(_batch("old", 20))
         store = server.aggregator.store  # type: ignore[union-attr]
@@ -763,7 +761,7 @@ def test_retention_purge_in_the_server_and_by_command(tmp_path: Path) -> None:
     # The command, with no server running (and the same code path as with one).
     with BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0")) as server:
         with grpc.insecure_channel(server.target) as ch:
-            services_pb2_grpc.CollectorStub(ch).Submit(_batch("new", 20))
+            collector_pb2_grpc.CollectorStub(ch).Submit(_batch("new", 20))
         result = runner.invoke(app, ["purge", "--older-than", "1h", "--db", str(db)])
         assert result.exit_code == 0 and "purged 0" in result.output
         result = runner.invoke(app, ["purge", "--older-than", "0s", "--db", str(db)])
@@ -780,12 +778,10 @@ def test_schema_version_1_is_migrated_in_place(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite3"
     server = BackgroundServer(ServerConfig(db=db, listen="127.0.0.1:0"))
     with server, grpc.insecure_channel(server.target) as ch:
-        services_pb2_grpc.AnalystStub(ch).CreateCampaign(
-            services_pb2.CreateCampaignRequest(
-                campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS)
-            )
+        analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
+            analyst_pb2.CreateCampaignRequest(campaign=wire.campaign_to_proto(campaign_id="c", params=PARAMS))
         )
-        services_pb2_grpc.CollectorStub(ch).Submit(_batch("b", 30))
+        collector_pb2_grpc.CollectorStub(ch).Submit(_batch("b", 30))
     # Turn the file back into what version 1 wrote.
     with sqlite3.connect(db) as conn:
         conn.execute("DROP TABLE tokens")
@@ -894,10 +890,10 @@ def test_a_scoped_token_is_refused_on_calls_without_one_campaign(monkeypatch: py
             return item
         return None
 
-    assert asyncio.run(first(services_pb2.GetCampaignRequest(campaign_id="c"))) == "event"
+    assert asyncio.run(first(collector_pb2.GetCampaignRequest(campaign_id="c"))) == "event"
     for request in (
-        services_pb2.GetCampaignRequest(campaign_id="other"),
-        services_pb2.ListCampaignsRequest(),
+        collector_pb2.GetCampaignRequest(campaign_id="other"),
+        analyst_pb2.ListCampaignsRequest(),
     ):
         with pytest.raises(PermissionError) as info:
             asyncio.run(first(request))

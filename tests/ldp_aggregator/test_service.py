@@ -8,9 +8,10 @@ import grpc
 import numpy as np
 import pytest
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, estimates_pb2
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import estimates_pb2, services_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc
 from ldp_client.mechanisms.grr import GRREncoder
 from ldp_client.mechanisms.rappor import RapporEncoder, encode_batch_rappor
 from ldp_client.params import BinaryRRParams, GRRParams, MechanismParams, RapporParams
@@ -21,7 +22,7 @@ LABELS = ["red", "green", "blue", "black"]
 
 def _create(r: Running, campaign_id: str, params: MechanismParams, candidates: tuple[str, ...] = ()) -> None:
     msg = wire.campaign_to_proto(campaign_id=campaign_id, params=params, candidates=candidates)
-    r.analyst.CreateCampaign(services_pb2.CreateCampaignRequest(campaign=msg))
+    r.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg))
 
 
 def _estimate(r: Running, campaign_id: str, **kw: object) -> estimates_pb2.EstimateResponse:
@@ -37,11 +38,11 @@ def _code(call: object) -> grpc.StatusCode:
 def test_campaign_create_get_list(running: Running) -> None:
     params = GRRParams.from_epsilon(LABELS, 2.0)
     _create(running, "color", params)
-    got = running.collector.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="color"))
+    got = running.collector.GetCampaign(collector_pb2.GetCampaignRequest(campaign_id="color"))
     assert wire.params_from_proto(got) == params
     assert got.epsilon == pytest.approx(params.epsilon)
     assert got.created_unix_ms > 0
-    listed = running.analyst.ListCampaigns(services_pb2.ListCampaignsRequest())
+    listed = running.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest())
     assert [c.id for c in listed.campaigns] == ["color"]
 
 
@@ -151,17 +152,17 @@ def test_bad_input_gets_status_and_changes_nothing(running: Running) -> None:
     assert _state(running, "color") == before
     taken = wire.campaign_to_proto(campaign_id="color", params=BinaryRRParams.from_epsilon(1.0))
     create = running.analyst.CreateCampaign
-    assert _code(lambda: create(services_pb2.CreateCampaignRequest(campaign=taken))) == (
+    assert _code(lambda: create(analyst_pb2.CreateCampaignRequest(campaign=taken))) == (
         grpc.StatusCode.ALREADY_EXISTS
     )
-    got = running.analyst.GetCampaign(services_pb2.GetCampaignRequest(campaign_id="color"))
+    got = running.analyst.GetCampaign(collector_pb2.GetCampaignRequest(campaign_id="color"))
     assert got.WhichOneof("mechanism") == "grr"
     broken = wire.campaign_to_proto(campaign_id="bad", params=RapporParams())
     broken.rappor.k = 0
-    assert _code(lambda: create(services_pb2.CreateCampaignRequest(campaign=broken))) == (
+    assert _code(lambda: create(analyst_pb2.CreateCampaignRequest(campaign=broken))) == (
         grpc.StatusCode.INVALID_ARGUMENT
     )
-    assert [c.id for c in running.analyst.ListCampaigns(services_pb2.ListCampaignsRequest()).campaigns] == [
+    assert [c.id for c in running.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest()).campaigns] == [
         "color"
     ]
     assert _code(lambda: _estimate(running, "nope")) == grpc.StatusCode.NOT_FOUND
@@ -188,4 +189,4 @@ def test_restart_keeps_campaigns_and_reports(tmp_path: Path) -> None:
 
 def test_analyst_stub_type() -> None:
     # Guard against an accidental rename of the generated service (the CLI and reporter depend on it).
-    assert hasattr(services_pb2_grpc, "AnalystStub") and hasattr(services_pb2_grpc, "CollectorStub")
+    assert hasattr(analyst_pb2_grpc, "AnalystStub") and hasattr(collector_pb2_grpc, "CollectorStub")

@@ -796,7 +796,7 @@ def test_schema_2_tokens_gain_scopes_and_auth_stays_on(db: Path) -> None:
 
 
 def test_proto_id_field_walk() -> None:
-    from ldp_aggregator.store import _proto_string_field_2
+    from ldp_aggregator.store.schema import _proto_string_field_2
 
     assert _proto_string_field_2(_report_payload("q1")) == "q1"
     assert _proto_string_field_2(_batch_payload("r:b1")) == "r:b1"

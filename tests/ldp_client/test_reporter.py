@@ -23,7 +23,7 @@ import grpc
 import pytest
 
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2_grpc
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import (
     AccessDeniedError,
     BudgetExceededError,
@@ -70,7 +70,7 @@ SECRET = bytes(range(32))
 FAST: dict[str, Any] = {"initial_retry_delay_s": 0.01, "max_retry_delay_s": 0.05}
 
 
-class FakeCollector(services_pb2_grpc.CollectorServicer):
+class FakeCollector(collector_pb2_grpc.CollectorServicer):
     def __init__(self, campaign: campaign_pb2.Campaign) -> None:
         self.campaign = campaign
         self.params = wire.params_from_proto(campaign)
@@ -146,7 +146,7 @@ class FakeServer:
     ) -> None:
         self.servicer = FakeCollector(campaign)
         self.server = grpc.server(ThreadPoolExecutor(max_workers=8), options=options or [])
-        services_pb2_grpc.add_CollectorServicer_to_server(self.servicer, self.server)
+        collector_pb2_grpc.add_CollectorServicer_to_server(self.servicer, self.server)
         if credentials is None:
             port = self.server.add_insecure_port("127.0.0.1:0")
         else:

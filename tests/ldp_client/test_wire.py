@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2, services_pb2
+from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, reports_pb2
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import (
     BasicRapporParams,
@@ -31,7 +32,17 @@ from ldp_client.params import (
 
 ROOT = Path(__file__).resolve().parents[2]
 GEN_SCRIPT = ROOT / "scripts" / "gen_protos.py"
-PROTO_MODULES = ("campaign_pb2", "reports_pb2", "estimates_pb2", "services_pb2", "services_pb2_grpc")
+#: Every generated module by its full name: the client's (what a device needs), then the aggregator's.
+PROTO_MODULES = (
+    "ldp_client._proto.ldp.v1.campaign_pb2",
+    "ldp_client._proto.ldp.v1.reports_pb2",
+    "ldp_client._proto.ldp.v1.collector_pb2",
+    "ldp_client._proto.ldp.v1.collector_pb2_grpc",
+    "ldp_aggregator._proto.ldp.v1.estimates_pb2",
+    "ldp_aggregator._proto.ldp.v1.decode_pb2",
+    "ldp_aggregator._proto.ldp.v1.analyst_pb2",
+    "ldp_aggregator._proto.ldp.v1.analyst_pb2_grpc",
+)
 LABELS = ("café", "naïve", "日本語", "emoji 🙂", "plain")
 
 
@@ -111,7 +122,7 @@ def test_generated_code_imports_without_warnings_in_a_fresh_interpreter() -> Non
     code = (
         "import warnings\n"
         "warnings.simplefilter('error')\n"
-        + "".join(f"import ldp_client._proto.ldp.v1.{m}\n" for m in PROTO_MODULES)
+        + "".join(f"import {m}\n" for m in PROTO_MODULES)
         + "import ldp_client.wire\n"
     )
     result = subprocess.run(
@@ -123,14 +134,18 @@ def test_generated_code_imports_without_warnings_in_a_fresh_interpreter() -> Non
 
 def test_generated_code_has_no_runtime_version_checks() -> None:
     """Old-style gencode: no protobuf runtime_version check and no GRPC_GENERATED_VERSION floor."""
-    out = ROOT / "ldp_client" / "_proto" / "ldp" / "v1"
     for name in PROTO_MODULES:
-        text = (out / f"{name}.py").read_text()
+        path = ROOT.joinpath(*name.split("."))
+        text = path.with_suffix(".py").read_text()
         assert "runtime_version" not in text, name
         assert "GRPC_GENERATED_VERSION" not in text, name
         assert "from ldp.v1 import" not in text, name
-        assert (out / f"{name}.pyi").exists(), name
-    assert "from ldp_client._proto.ldp.v1 import campaign_pb2" in (out / "services_pb2_grpc.py").read_text()
+        assert path.with_suffix(".pyi").exists(), name
+    for stubs in (
+        "ldp_client/_proto/ldp/v1/collector_pb2_grpc.py",
+        "ldp_aggregator/_proto/ldp/v1/analyst_pb2_grpc.py",
+    ):
+        assert "from ldp_client._proto.ldp.v1 import campaign_pb2" in (ROOT / stubs).read_text()
 
 
 def test_importing_ldp_client_does_not_import_numpy_or_wire() -> None:
@@ -146,7 +161,7 @@ def test_importing_ldp_client_does_not_import_numpy_or_wire() -> None:
 
 
 def test_service_contract() -> None:
-    services = services_pb2.DESCRIPTOR.services_by_name
+    services = {**collector_pb2.DESCRIPTOR.services_by_name, **analyst_pb2.DESCRIPTOR.services_by_name}
     collector = services["Collector"].methods_by_name
     analyst = services["Analyst"].methods_by_name
     assert set(collector) == {"GetCampaign", "Submit", "SubmitStream", "SubmitReport"}
@@ -196,15 +211,16 @@ def test_gen_protos_check_passes_and_generated_code_imports_on_oldest_runtime() 
         pytest.skip(f"pinned protoc venv could not be created: {result.stderr.strip()[-500:]}")
     assert result.returncode == 0, result.stdout + result.stderr
     # The tool venv holds the oldest supported runtimes (protobuf 4.25, grpcio 1.62): the committed code
-    # must import there too, without executing ldp_client/__init__ (which may need other packages).
+    # must import there too, without executing the packages' __init__ (which may need other packages).
     gen = _load_gen_script()
     code = (
         "import sys, types, warnings\n"
         "warnings.simplefilter('error')\n"
-        "pkg = types.ModuleType('ldp_client')\n"
-        f"pkg.__path__ = [{str(ROOT / 'ldp_client')!r}]\n"
-        "sys.modules['ldp_client'] = pkg\n"
-        + "".join(f"import ldp_client._proto.ldp.v1.{m}\n" for m in PROTO_MODULES)
+        "for name in ('ldp_client', 'ldp_aggregator'):\n"
+        "    pkg = types.ModuleType(name)\n"
+        f"    pkg.__path__ = [{str(ROOT)!r} + '/' + name]\n"
+        "    sys.modules[name] = pkg\n"
+        + "".join(f"import {m}\n" for m in PROTO_MODULES)
         + "import google.protobuf, grpc\n"
         "print(google.protobuf.__version__, grpc.__version__)\n"
     )
@@ -229,15 +245,33 @@ def test_gen_protos_compare_reports_every_kind_of_difference(tmp_path: Path) -> 
     assert gen.compare(fresh, committed) == []
     target = fresh / "ldp" / "v1"
     (target / "campaign_pb2.py").write_text((target / "campaign_pb2.py").read_text() + "# changed\n")
-    (target / "estimates_pb2.pyi").unlink()
+    (target / "collector_pb2.pyi").unlink()
     stale = tmp_path / "stale"
     shutil.copytree(committed, stale, ignore=shutil.ignore_patterns("__pycache__"))
     (stale / "ldp" / "v1" / "old_pb2.py").write_text("")
     problems = gen.compare(fresh, stale)
     assert any(p.startswith("differs: ldp/v1/campaign_pb2.py") and "+# changed" in p for p in problems)
-    assert "stale (would be deleted): ldp/v1/estimates_pb2.pyi" in problems
+    assert "stale (would be deleted): ldp/v1/collector_pb2.pyi" in problems
     assert "stale (would be deleted): ldp/v1/old_pb2.py" in problems
-    assert gen.compare(stale, fresh)[0] == "missing (would be created): ldp/v1/estimates_pb2.pyi"
+    assert gen.compare(stale, fresh)[0] == "missing (would be created): ldp/v1/collector_pb2.pyi"
+
+
+def test_gen_protos_places_every_proto_and_keeps_client_protos_free_of_aggregator_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gen = _load_gen_script()
+    protos = sorted(p.relative_to(gen.PROTO_ROOT) for p in (gen.PROTO_ROOT / "ldp" / "v1").glob("*.proto"))
+    gen.check_layout(protos)  # the committed protos follow the rules
+    assert {gen.TARGETS[p.stem] for p in protos} == {"ldp_client._proto", "ldp_aggregator._proto"}
+    root = tmp_path / "protos"
+    (root / "ldp" / "v1").mkdir(parents=True)
+    monkeypatch.setattr(gen, "PROTO_ROOT", root)
+    (root / "ldp" / "v1" / "reports.proto").write_text('syntax = "proto3";\nimport "ldp/v1/decode.proto";\n')
+    with pytest.raises(gen.LayoutError, match=r"imports ldp/v1/decode\.proto"):
+        gen.check_layout([Path("ldp/v1/reports.proto")])
+    (root / "ldp" / "v1" / "extra.proto").write_text('syntax = "proto3";\n')
+    with pytest.raises(gen.LayoutError, match="not in TARGETS"):
+        gen.check_layout([Path("ldp/v1/extra.proto")])
 
 
 # ----------------------------------------------------------------------------------------- parameters

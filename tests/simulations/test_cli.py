@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -290,7 +291,7 @@ def test_exit_codes_unreachable_and_internal(monkeypatch: pytest.MonkeyPatch) ->
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("simulations.cli.simulate", boom)
+    monkeypatch.setattr("simulations.cli_run.simulate", boom)
     res = runner.invoke(app, ["run", "-m", "grr", "-e", "1", "-d", "4", "-n", "100"])
     assert res.exit_code == 1 and "internal error: RuntimeError: boom" in res.output
     assert len(res.output.strip().splitlines()) == 1
@@ -311,3 +312,20 @@ def test_version_and_clean_help() -> None:
     assert "Exit codes" in flat and "4 unavailable" in flat
     run_help = runner.invoke(app, ["run", "--help"], terminal_width=200).output
     assert "--json-out" in run_help and "[default: zipf:1.1]" in run_help
+
+
+def test_python_dash_m_simulations_cli_has_every_command() -> None:
+    """``python -m simulations.cli`` runs the same command tree as ``ldp-sim``.
+
+    While the command modules imported ``simulations.cli`` back, running it as ``__main__`` registered
+    ``associate`` on a second copy of the module, so this help lacked it.
+    """
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "simulations.cli", "--help"]
+    proc = subprocess.run(command, check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    listed = re.findall(r"^│ (\w+) ", proc.stdout, re.M)
+    assert listed == ["run", "sweep", "associate"], proc.stdout

@@ -2,178 +2,11 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from ldp_aggregator._proto.ldp.v1 import analyst_pb2 as ldp_dot_v1_dot_analyst__pb2
 from ldp_client._proto.ldp.v1 import campaign_pb2 as ldp_dot_v1_dot_campaign__pb2
-from ldp_client._proto.ldp.v1 import decode_pb2 as ldp_dot_v1_dot_decode__pb2
-from ldp_client._proto.ldp.v1 import estimates_pb2 as ldp_dot_v1_dot_estimates__pb2
-from ldp_client._proto.ldp.v1 import reports_pb2 as ldp_dot_v1_dot_reports__pb2
-from ldp_client._proto.ldp.v1 import services_pb2 as ldp_dot_v1_dot_services__pb2
-
-
-class CollectorStub(object):
-    """For devices: fetch a campaign's parameters and submit randomized reports.
-    """
-
-    def __init__(self, channel):
-        """Constructor.
-
-        Args:
-            channel: A grpc.Channel.
-        """
-        self.GetCampaign = channel.unary_unary(
-                '/ldp.v1.Collector/GetCampaign',
-                request_serializer=ldp_dot_v1_dot_services__pb2.GetCampaignRequest.SerializeToString,
-                response_deserializer=ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
-                )
-        self.Submit = channel.unary_unary(
-                '/ldp.v1.Collector/Submit',
-                request_serializer=ldp_dot_v1_dot_reports__pb2.ReportBatch.SerializeToString,
-                response_deserializer=ldp_dot_v1_dot_reports__pb2.SubmitResponse.FromString,
-                )
-        self.SubmitStream = channel.stream_unary(
-                '/ldp.v1.Collector/SubmitStream',
-                request_serializer=ldp_dot_v1_dot_reports__pb2.ReportBatch.SerializeToString,
-                response_deserializer=ldp_dot_v1_dot_reports__pb2.SubmitStreamResponse.FromString,
-                )
-        self.SubmitReport = channel.unary_unary(
-                '/ldp.v1.Collector/SubmitReport',
-                request_serializer=ldp_dot_v1_dot_reports__pb2.Report.SerializeToString,
-                response_deserializer=ldp_dot_v1_dot_reports__pb2.SubmitResponse.FromString,
-                )
-
-
-class CollectorServicer(object):
-    """For devices: fetch a campaign's parameters and submit randomized reports.
-    """
-
-    def GetCampaign(self, request, context):
-        """The campaign's mechanism and parameters. NOT_FOUND if unknown.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Submit(self, request, context):
-        """Submit one batch. Acknowledged only after it is durably stored; idempotent by batch_id.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SubmitStream(self, request_iterator, context):
-        """Submit many batches on one stream (each idempotent by its batch_id); answered once at the end.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SubmitReport(self, request, context):
-        """Submit one report; idempotent by report_id.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-
-def add_CollectorServicer_to_server(servicer, server):
-    rpc_method_handlers = {
-            'GetCampaign': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetCampaign,
-                    request_deserializer=ldp_dot_v1_dot_services__pb2.GetCampaignRequest.FromString,
-                    response_serializer=ldp_dot_v1_dot_campaign__pb2.Campaign.SerializeToString,
-            ),
-            'Submit': grpc.unary_unary_rpc_method_handler(
-                    servicer.Submit,
-                    request_deserializer=ldp_dot_v1_dot_reports__pb2.ReportBatch.FromString,
-                    response_serializer=ldp_dot_v1_dot_reports__pb2.SubmitResponse.SerializeToString,
-            ),
-            'SubmitStream': grpc.stream_unary_rpc_method_handler(
-                    servicer.SubmitStream,
-                    request_deserializer=ldp_dot_v1_dot_reports__pb2.ReportBatch.FromString,
-                    response_serializer=ldp_dot_v1_dot_reports__pb2.SubmitStreamResponse.SerializeToString,
-            ),
-            'SubmitReport': grpc.unary_unary_rpc_method_handler(
-                    servicer.SubmitReport,
-                    request_deserializer=ldp_dot_v1_dot_reports__pb2.Report.FromString,
-                    response_serializer=ldp_dot_v1_dot_reports__pb2.SubmitResponse.SerializeToString,
-            ),
-    }
-    generic_handler = grpc.method_handlers_generic_handler(
-            'ldp.v1.Collector', rpc_method_handlers)
-    server.add_generic_rpc_handlers((generic_handler,))
-
-
- # This class is part of an EXPERIMENTAL API.
-class Collector(object):
-    """For devices: fetch a campaign's parameters and submit randomized reports.
-    """
-
-    @staticmethod
-    def GetCampaign(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Collector/GetCampaign',
-            ldp_dot_v1_dot_services__pb2.GetCampaignRequest.SerializeToString,
-            ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
-            options, channel_credentials,
-            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
-
-    @staticmethod
-    def Submit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Collector/Submit',
-            ldp_dot_v1_dot_reports__pb2.ReportBatch.SerializeToString,
-            ldp_dot_v1_dot_reports__pb2.SubmitResponse.FromString,
-            options, channel_credentials,
-            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
-
-    @staticmethod
-    def SubmitStream(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_unary(request_iterator, target, '/ldp.v1.Collector/SubmitStream',
-            ldp_dot_v1_dot_reports__pb2.ReportBatch.SerializeToString,
-            ldp_dot_v1_dot_reports__pb2.SubmitStreamResponse.FromString,
-            options, channel_credentials,
-            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
-
-    @staticmethod
-    def SubmitReport(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Collector/SubmitReport',
-            ldp_dot_v1_dot_reports__pb2.Report.SerializeToString,
-            ldp_dot_v1_dot_reports__pb2.SubmitResponse.FromString,
-            options, channel_credentials,
-            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+from ldp_client._proto.ldp.v1 import collector_pb2 as ldp_dot_v1_dot_collector__pb2
+from ldp_aggregator._proto.ldp.v1 import decode_pb2 as ldp_dot_v1_dot_decode__pb2
+from ldp_aggregator._proto.ldp.v1 import estimates_pb2 as ldp_dot_v1_dot_estimates__pb2
 
 
 class AnalystStub(object):
@@ -188,18 +21,18 @@ class AnalystStub(object):
         """
         self.CreateCampaign = channel.unary_unary(
                 '/ldp.v1.Analyst/CreateCampaign',
-                request_serializer=ldp_dot_v1_dot_services__pb2.CreateCampaignRequest.SerializeToString,
+                request_serializer=ldp_dot_v1_dot_analyst__pb2.CreateCampaignRequest.SerializeToString,
                 response_deserializer=ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
                 )
         self.GetCampaign = channel.unary_unary(
                 '/ldp.v1.Analyst/GetCampaign',
-                request_serializer=ldp_dot_v1_dot_services__pb2.GetCampaignRequest.SerializeToString,
+                request_serializer=ldp_dot_v1_dot_collector__pb2.GetCampaignRequest.SerializeToString,
                 response_deserializer=ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
                 )
         self.ListCampaigns = channel.unary_unary(
                 '/ldp.v1.Analyst/ListCampaigns',
-                request_serializer=ldp_dot_v1_dot_services__pb2.ListCampaignsRequest.SerializeToString,
-                response_deserializer=ldp_dot_v1_dot_services__pb2.ListCampaignsResponse.FromString,
+                request_serializer=ldp_dot_v1_dot_analyst__pb2.ListCampaignsRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_analyst__pb2.ListCampaignsResponse.FromString,
                 )
         self.GetEstimate = channel.unary_unary(
                 '/ldp.v1.Analyst/GetEstimate',
@@ -208,13 +41,13 @@ class AnalystStub(object):
                 )
         self.CloseCampaign = channel.unary_unary(
                 '/ldp.v1.Analyst/CloseCampaign',
-                request_serializer=ldp_dot_v1_dot_services__pb2.CloseCampaignRequest.SerializeToString,
+                request_serializer=ldp_dot_v1_dot_analyst__pb2.CloseCampaignRequest.SerializeToString,
                 response_deserializer=ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
                 )
         self.ExportCampaign = channel.unary_unary(
                 '/ldp.v1.Analyst/ExportCampaign',
-                request_serializer=ldp_dot_v1_dot_services__pb2.ExportCampaignRequest.SerializeToString,
-                response_deserializer=ldp_dot_v1_dot_services__pb2.ExportCampaignResponse.FromString,
+                request_serializer=ldp_dot_v1_dot_analyst__pb2.ExportCampaignRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_analyst__pb2.ExportCampaignResponse.FromString,
                 )
         self.DecodeRappor = channel.unary_unary(
                 '/ldp.v1.Analyst/DecodeRappor',
@@ -297,18 +130,18 @@ def add_AnalystServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateCampaign': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateCampaign,
-                    request_deserializer=ldp_dot_v1_dot_services__pb2.CreateCampaignRequest.FromString,
+                    request_deserializer=ldp_dot_v1_dot_analyst__pb2.CreateCampaignRequest.FromString,
                     response_serializer=ldp_dot_v1_dot_campaign__pb2.Campaign.SerializeToString,
             ),
             'GetCampaign': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCampaign,
-                    request_deserializer=ldp_dot_v1_dot_services__pb2.GetCampaignRequest.FromString,
+                    request_deserializer=ldp_dot_v1_dot_collector__pb2.GetCampaignRequest.FromString,
                     response_serializer=ldp_dot_v1_dot_campaign__pb2.Campaign.SerializeToString,
             ),
             'ListCampaigns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListCampaigns,
-                    request_deserializer=ldp_dot_v1_dot_services__pb2.ListCampaignsRequest.FromString,
-                    response_serializer=ldp_dot_v1_dot_services__pb2.ListCampaignsResponse.SerializeToString,
+                    request_deserializer=ldp_dot_v1_dot_analyst__pb2.ListCampaignsRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_analyst__pb2.ListCampaignsResponse.SerializeToString,
             ),
             'GetEstimate': grpc.unary_unary_rpc_method_handler(
                     servicer.GetEstimate,
@@ -317,13 +150,13 @@ def add_AnalystServicer_to_server(servicer, server):
             ),
             'CloseCampaign': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseCampaign,
-                    request_deserializer=ldp_dot_v1_dot_services__pb2.CloseCampaignRequest.FromString,
+                    request_deserializer=ldp_dot_v1_dot_analyst__pb2.CloseCampaignRequest.FromString,
                     response_serializer=ldp_dot_v1_dot_campaign__pb2.Campaign.SerializeToString,
             ),
             'ExportCampaign': grpc.unary_unary_rpc_method_handler(
                     servicer.ExportCampaign,
-                    request_deserializer=ldp_dot_v1_dot_services__pb2.ExportCampaignRequest.FromString,
-                    response_serializer=ldp_dot_v1_dot_services__pb2.ExportCampaignResponse.SerializeToString,
+                    request_deserializer=ldp_dot_v1_dot_analyst__pb2.ExportCampaignRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_analyst__pb2.ExportCampaignResponse.SerializeToString,
             ),
             'DecodeRappor': grpc.unary_unary_rpc_method_handler(
                     servicer.DecodeRappor,
@@ -358,7 +191,7 @@ class Analyst(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/CreateCampaign',
-            ldp_dot_v1_dot_services__pb2.CreateCampaignRequest.SerializeToString,
+            ldp_dot_v1_dot_analyst__pb2.CreateCampaignRequest.SerializeToString,
             ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
@@ -375,7 +208,7 @@ class Analyst(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/GetCampaign',
-            ldp_dot_v1_dot_services__pb2.GetCampaignRequest.SerializeToString,
+            ldp_dot_v1_dot_collector__pb2.GetCampaignRequest.SerializeToString,
             ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
@@ -392,8 +225,8 @@ class Analyst(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/ListCampaigns',
-            ldp_dot_v1_dot_services__pb2.ListCampaignsRequest.SerializeToString,
-            ldp_dot_v1_dot_services__pb2.ListCampaignsResponse.FromString,
+            ldp_dot_v1_dot_analyst__pb2.ListCampaignsRequest.SerializeToString,
+            ldp_dot_v1_dot_analyst__pb2.ListCampaignsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -426,7 +259,7 @@ class Analyst(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/CloseCampaign',
-            ldp_dot_v1_dot_services__pb2.CloseCampaignRequest.SerializeToString,
+            ldp_dot_v1_dot_analyst__pb2.CloseCampaignRequest.SerializeToString,
             ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
@@ -443,8 +276,8 @@ class Analyst(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/ExportCampaign',
-            ldp_dot_v1_dot_services__pb2.ExportCampaignRequest.SerializeToString,
-            ldp_dot_v1_dot_services__pb2.ExportCampaignResponse.FromString,
+            ldp_dot_v1_dot_analyst__pb2.ExportCampaignRequest.SerializeToString,
+            ldp_dot_v1_dot_analyst__pb2.ExportCampaignResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -18,7 +18,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ldp/v1/decode.
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ldp_client._proto.ldp.v1.decode_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ldp_aggregator._proto.ldp.v1.decode_pb2', _globals)
 if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   _globals['_MULTIPLETESTING']._serialized_start=1973

@@ -1,0 +1,306 @@
+"""``ldp-sim run`` and ``ldp-sim sweep``: one configuration, or a sweep over epsilon, users or a parameter.
+
+Registered on the ``ldp-sim`` app (:mod:`simulations.cli_app`) by :mod:`simulations.cli`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ldp_aggregator.cli_common import TlsCaOpt, TlsCertOpt, TlsKeyOpt
+from ldp_client.errors import InvalidParameterError, LdpError
+from simulations.cli_app import (
+    AlphaOpt,
+    BatchOpt,
+    CampaignOpt,
+    CandidatesOpt,
+    ChunkOpt,
+    ClientOpt,
+    ConfidenceOpt,
+    DomainOpt,
+    EpsilonOpt,
+    JsonOpt,
+    JsonOutOpt,
+    MechanismOpt,
+    ModeOpt,
+    ParamOpt,
+    PlotOpt,
+    PopulationOpt,
+    RepeatOpt,
+    ReporterTokenOpt,
+    SeedOpt,
+    ServerOpt,
+    TokenOpt,
+    UsersOpt,
+    WorkersOpt,
+    _bad_option,
+    _check_outputs,
+    _client_access,
+    _config,
+    _emit_json,
+    _fail,
+    _out,
+    _parse_params,
+    _progress,
+    _read_candidates,
+    _run_failed,
+    _write,
+    err,
+)
+from simulations.numeric import is_numeric_mechanism
+from simulations.runners import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE, SimulationConfig, simulate, sweep
+
+__all__ = ["run_cmd", "sweep_cmd"]
+
+
+def run_cmd(
+    ctx: typer.Context,
+    mechanism: MechanismOpt,
+    population: PopulationOpt = "zipf:1.1",
+    domain: DomainOpt = None,
+    users: UsersOpt = 100_000,
+    epsilon: EpsilonOpt = None,
+    param: ParamOpt = None,
+    mode: ModeOpt = "sum",
+    seed: SeedOpt = 0,
+    repeat: RepeatOpt = 1,
+    candidates: CandidatesOpt = None,
+    confidence: ConfidenceOpt = 0.95,
+    alpha: AlphaOpt = 0.05,
+    chunk_size: ChunkOpt = DEFAULT_CHUNK_SIZE,
+    server: ServerOpt = None,
+    workers: WorkersOpt = 2,
+    batch_size: BatchOpt = DEFAULT_BATCH_SIZE,
+    grpc_client: ClientOpt = "batch",
+    campaign_id: CampaignOpt = "ldp-sim",
+    token: TokenOpt = None,
+    reporter_token: ReporterTokenOpt = None,
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    as_json: JsonOpt = False,
+    json_out: JsonOutOpt = None,
+    plot: PlotOpt = None,
+    show_items: Annotated[int, typer.Option("--show-items", help="Items shown in the table.")] = 20,
+) -> None:
+    """Simulate one configuration: metrics table, per-item estimates, optional JSON and PNG."""
+    from simulations.report import items_table, metrics_table, run_header_table, run_to_dict
+
+    _check_outputs(json_out, plot)
+    access, reporter_access = _client_access(
+        ctx,
+        mode,
+        server,
+        dict(token=token, reporter_token=reporter_token, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key),
+    )
+    config = _config(
+        mechanism=mechanism,
+        population=population,
+        n_users=users,
+        domain=domain,
+        epsilon=epsilon,
+        params=_parse_params(param or []),
+        mode=mode,
+        seed=seed,
+        repeats=repeat,
+        candidates=_read_candidates(candidates),
+        confidence=confidence,
+        detection_alpha=alpha,
+        chunk_size=chunk_size,
+        campaign_id=campaign_id,
+        server=server,
+        workers=workers,
+        batch_size=batch_size,
+        grpc_client=grpc_client,
+        access=access,
+        reporter_access=reporter_access,
+    )
+    if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
+        _run_numeric(config, as_json, json_out, plot, show_items)
+        return
+    try:
+        with _progress(config.n_users * config.repeats, show=config.mode != "sum") as progress:
+            result = simulate(config, progress=progress)
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc, config)
+    _oracle_notes(result)
+    if not as_json:
+        out = _out()
+        out.print(run_header_table(result))
+        out.print(metrics_table(result))
+        if show_items > 0:
+            out.print(items_table(result, max_rows=show_items))
+    _emit_json(run_to_dict(result), as_json, json_out)
+    if plot is not None:
+        from simulations.plots import plot_run
+
+        _write(lambda: plot_run(result, plot), "--plot", plot)
+
+
+def _run_numeric(
+    config: SimulationConfig, as_json: bool, json_out: Path | None, plot: Path | None, show_items: int
+) -> None:
+    """``run`` for a numeric mechanism: means with intervals against the population mean."""
+    from simulations.numeric import numeric_tables, numeric_to_dict, plot_numeric, simulate_numeric
+
+    try:
+        with _progress(config.n_users * config.repeats, show=True) as progress:
+            result = simulate_numeric(config, progress=progress)
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc, config)
+    if not as_json:
+        out = _out()
+        for table in numeric_tables(result, max_rows=max(0, show_items)):
+            out.print(table)
+    _emit_json(numeric_to_dict(result), as_json, json_out)
+    if plot is not None:
+        _write(lambda: plot_numeric(result, plot), "--plot", plot)
+
+
+def _oracle_notes(result: Any) -> None:
+    """Issue 6: say which mechanism auto chose and why, and when the sum runner encoded every report."""
+    from ldp_client.params import FREQUENCY_ORACLE_TYPES
+    from simulations.oracle_sampling import has_sum_sampler
+
+    cfg = result.config
+    if result.interval_warning is not None:  # issue 13: the intervals are approximate at this n
+        err.print(result.interval_warning, highlight=False, markup=False)
+    if cfg.mechanism == "auto":
+        from ldp_client.auto import auto_choice
+
+        choice = auto_choice(epsilon=cfg.epsilon, domain=result.domain_size, fields=dict(cfg.param_fields))
+        err.print(f"auto chose {choice.mechanism}: {choice.reason}", highlight=False, markup=False)
+    params = result.params
+    if cfg.mode == "sum" and isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
+        err.print(
+            f"note: {params.name} has no exact sum sampler (support counts are dependent through each "
+            "report's seed or subset): the sum mode encoded every report, as --mode report does",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _split_values(text: str | None) -> list[str]:
+    if text is None:
+        return []
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def sweep_cmd(
+    ctx: typer.Context,
+    mechanism: MechanismOpt,
+    population: PopulationOpt = "zipf:1.1",
+    domain: DomainOpt = None,
+    users: UsersOpt = 100_000,
+    epsilon: EpsilonOpt = None,
+    param: ParamOpt = None,
+    mode: ModeOpt = "sum",
+    seed: SeedOpt = 0,
+    repeat: RepeatOpt = 1,
+    candidates: CandidatesOpt = None,
+    confidence: ConfidenceOpt = 0.95,
+    alpha: AlphaOpt = 0.05,
+    chunk_size: ChunkOpt = DEFAULT_CHUNK_SIZE,
+    server: ServerOpt = None,
+    workers: WorkersOpt = 2,
+    batch_size: BatchOpt = DEFAULT_BATCH_SIZE,
+    grpc_client: ClientOpt = "batch",
+    campaign_id: CampaignOpt = "ldp-sim",
+    token: TokenOpt = None,
+    reporter_token: ReporterTokenOpt = None,
+    tls_ca: TlsCaOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    over: Annotated[
+        str | None,
+        typer.Option("--over", help="Axis: epsilon, users, domain or a mechanism parameter (k, f, ...)."),
+    ] = None,
+    values: Annotated[
+        str | None, typer.Option("--values", help="Comma-separated values of the axis, e.g. 0.5,1,2,4.")
+    ] = None,
+    target_error: Annotated[
+        float | None,
+        typer.Option(
+            "--target-error",
+            help="Solve for the users reaching this error (frequency scale) at each point, then verify.",
+        ),
+    ] = None,
+    error_metric: Annotated[
+        str,
+        typer.Option(
+            "--error-metric",
+            help="max-se (largest std error of a frequency) or rmse (RMSE of the frequencies).",
+        ),
+    ] = "max-se",
+    as_json: JsonOpt = False,
+    json_out: JsonOutOpt = None,
+    plot: PlotOpt = None,
+) -> None:
+    """Simulate over epsilon, users or a parameter; with --target-error, the users needed at each point.
+
+    With --target-error, each point runs a pilot with the sum runner at 10^9 users (its cost does not
+    depend on N), scales the estimator's own variance (proportional to 1/N) to the users that reach the
+    target, and verifies by simulating at that N in --mode (--users is then not used).
+    """
+    from simulations.report import sweep_table, sweep_to_dict
+
+    _check_outputs(json_out, plot)
+    access, reporter_access = _client_access(
+        ctx,
+        mode,
+        server,
+        dict(token=token, reporter_token=reporter_token, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key),
+    )
+    config = _config(
+        mechanism=mechanism,
+        population=population,
+        n_users=users,
+        domain=domain,
+        epsilon=epsilon,
+        params=_parse_params(param or []),
+        mode=mode,
+        seed=seed,
+        repeats=repeat,
+        candidates=_read_candidates(candidates),
+        confidence=confidence,
+        detection_alpha=alpha,
+        chunk_size=chunk_size,
+        campaign_id=campaign_id,
+        server=server,
+        workers=workers,
+        batch_size=batch_size,
+        grpc_client=grpc_client,
+        access=access,
+        reporter_access=reporter_access,
+    )
+    vals = _split_values(values)
+    if values is not None and not vals:
+        _fail(f"invalid --values: {values!r}: expected comma-separated values, e.g. 0.5,1,2,4")
+    if over is None and vals:
+        _fail("invalid --values: give the axis they are for with --over (e.g. --over epsilon)")
+    try:
+        result = sweep(
+            config,
+            over=over,
+            values=vals,
+            target_error=target_error,
+            error_metric=error_metric,  # type: ignore[arg-type]  # validated by sweep()
+        )
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc, config)
+    if not as_json:
+        _out().print(sweep_table(result))
+    _emit_json(sweep_to_dict(result), as_json, json_out)
+    if plot is not None:
+        from simulations.plots import plot_sweep
+
+        _write(lambda: plot_sweep(result, plot), "--plot", plot)

@@ -1,0 +1,169 @@
+"""The shape of the code: split packages keep their public names, modules stay small, imports stay acyclic.
+
+Imports are read from the source (every ``import``, including those inside functions, which hide a cycle
+but do not remove it), so these tests need no import side effects and run in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ldp_client", "ldp_aggregator", "simulations")
+#: Hand-written modules of the split packages stay well below the size of the modules they replaced.
+MAX_MODULE_LINES = 700
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def _sources() -> dict[str, Path]:
+    """Module name -> file, for the hand-written modules of the three packages (not generated code)."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "_proto" in path.parts:
+                continue
+            out[_module_name(path)] = path
+    return out
+
+
+@cache
+def _import_graph() -> dict[str, frozenset[str]]:
+    """Module -> the project modules it imports (anywhere in its body), its own parent packages excluded."""
+    modules = _sources()
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*parts, base]) if base else ".".join(parts)
+                candidates = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for candidate in candidates:
+                target = candidate
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    targets.add(target)
+        graph[name] = frozenset(targets)
+    return graph
+
+
+def _cycles() -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    graph = _import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(component)
+    return components
+
+
+# Packages split out of single modules.
+SPLIT_PACKAGES = ("ldp_aggregator.store", "ldp_aggregator.rappor_decode")
+
+
+def _must_be_acyclic(module: str) -> bool:
+    """The split packages' modules and both command lines' modules (cli, cli_app, cli_* of each)."""
+    if module.startswith(tuple(p + "." for p in SPLIT_PACKAGES)) or module in SPLIT_PACKAGES:
+        return True
+    package, _, name = module.rpartition(".")
+    return package in ("ldp_aggregator", "simulations") and (name == "cli" or name.startswith("cli_"))
+
+
+def test_the_cycle_finder_sees_imports_inside_functions() -> None:
+    graph = _import_graph()
+    # service.py imports the store at module level and RAPPOR decoding inside a method.
+    assert "ldp_aggregator.store" in graph["ldp_aggregator.service"]
+    service_imports = graph["ldp_aggregator.service"]
+    assert any(target.startswith("ldp_aggregator.rappor_decode") for target in service_imports)
+
+
+@pytest.mark.parametrize("package", SPLIT_PACKAGES)
+def test_split_packages_are_packages_of_small_modules(package: str) -> None:
+    path = ROOT / package.replace(".", "/")
+    assert (path / "__init__.py").is_file(), f"{package} is not a package"
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in sorted(path.glob("*.py"))}
+    assert len(sizes) >= 3, sizes
+    assert max(sizes.values()) <= MAX_MODULE_LINES, sizes
+
+
+@pytest.mark.parametrize("package", SPLIT_PACKAGES)
+def test_split_packages_re_export_their_public_names(package: str) -> None:
+    module = importlib.import_module(package)
+    assert module.__all__, package
+    for name in module.__all__:
+        assert hasattr(module, name), f"{package}.{name}"
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):  # defined in the package's own modules
+            assert value.__module__.startswith(package + "."), (name, value.__module__)
+
+
+def test_no_import_cycle_through_the_split_packages_and_the_command_lines() -> None:
+    offending = [sorted(c) for c in _cycles() if any(_must_be_acyclic(m) for m in c)]
+    assert offending == []
+    assert _must_be_acyclic("ldp_aggregator.cli_decode") and _must_be_acyclic("simulations.cli")
+    assert not _must_be_acyclic("ldp_aggregator.client_access")
+
+
+def test_modules_of_a_split_package_never_import_the_package_itself() -> None:
+    """A submodule importing its own package would run the package's re-exports half-initialised."""
+    for package in SPLIT_PACKAGES:
+        for name, path in _sources().items():
+            if not name.startswith(package + "."):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0:
+                    assert node.module != package, f"{name} imports {package}"
