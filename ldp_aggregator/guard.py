@@ -59,6 +59,9 @@ _SUBMIT_METHODS: Final = frozenset(
 )
 # Failed authentications are logged as one summary line per this many seconds at most.
 _AUTH_LOG_INTERVAL_S: Final = 60.0
+# An unknown token makes the guard re-read the tokens at once (a token created a moment ago is accepted
+# without waiting for the periodic refresh), at most once per this many seconds whatever the callers send.
+_RELOAD_MIN_INTERVAL_S: Final = 0.25
 
 
 class MalformedMessageError(LdpError, ValueError):
@@ -151,12 +154,24 @@ class Guard(_Interceptor):
             refresh task, which replaces its tokens).
         limiter: Per-token buckets and size limits.
         metrics: Where to count calls and refusals (None: not counted).
+        reload_tokens: Re-reads the stored tokens into ``authenticator`` (None: only the periodic refresh
+            does). Called when a call's token is unknown, at most every ``_RELOAD_MIN_INTERVAL_S``, so that
+            a token created just now (``token create`` then at once a call with it) is not refused until
+            the next refresh.
     """
 
-    def __init__(self, authenticator: Authenticator, limiter: RateLimiter, metrics: Metrics | None) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        limiter: RateLimiter,
+        metrics: Metrics | None,
+        reload_tokens: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.authenticator = authenticator
         self.limiter = limiter
         self.metrics = metrics
+        self._reload_tokens = reload_tokens
+        self._reloaded_at = -math.inf
         self._auth_failures = 0  # since the last auth_failures log line
         self._auth_limited = 0
         self._auth_logged_at = -math.inf
@@ -187,18 +202,36 @@ class Guard(_Interceptor):
 
     # ------------------------------------------------------------------ checks
 
-    def _admit(
+    async def _admit(
         self, method: str, context: grpc.aio.ServicerContext[Any, Any]
     ) -> tuple[str, Principal | None]:
         """Token, role and request rate; returns the caller's rate-limit key and identity."""
+        metadata = context.invocation_metadata()
         try:
-            principal = self.authenticator.check(method, context.invocation_metadata())
+            principal = self.authenticator.check(method, metadata)
         except UnauthenticatedError:
-            self._auth_failed(context)
-            raise
+            principal = await self._check_after_reload(method, metadata)
+            if principal is None:
+                self._auth_failed(context)
+                raise
         key = _ANONYMOUS if principal is None else principal.token_id
         self.limiter.admit_request(key)
         return key, principal
+
+    async def _check_after_reload(self, method: str, metadata: Any) -> Principal | None:
+        """The caller after re-reading the tokens, or None if that is not allowed yet or does not help."""
+        now = time.monotonic()
+        if self._reload_tokens is None or now - self._reloaded_at < _RELOAD_MIN_INTERVAL_S:
+            return None
+        self._reloaded_at = now
+        try:
+            await self._reload_tokens()
+        except LdpError:  # the database cannot be read now: the last known tokens decide
+            return None
+        try:
+            return self.authenticator.check(method, metadata)  # PermissionDeniedError propagates
+        except UnauthenticatedError:
+            return None
 
     def _auth_failed(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         """Count a call without a valid token against its address; raises when the address is over."""
@@ -278,7 +311,7 @@ class Guard(_Interceptor):
         async def behavior(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             n = 0
             try:
-                key, principal = self._admit(method, context)
+                key, principal = await self._admit(method, context)
                 request = _parse(deserialize, raw, type_name)
                 n = _reports_in(request)
                 self._check_request(key, principal, method, request, n)
@@ -304,7 +337,7 @@ class Guard(_Interceptor):
             raw_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
         ) -> Any:
             try:
-                key, principal = self._admit(method, context)
+                key, principal = await self._admit(method, context)
             except Exception as exc:
                 await self._refuse(context, method, exc, 0)
                 raise  # unreachable
@@ -339,7 +372,7 @@ class Guard(_Interceptor):
     def _admission_only(self, method: str, handler: _Handler) -> _Handler:
         async def gate(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             try:
-                _, principal = self._admit(method, context)
+                _, principal = await self._admit(method, context)
                 # A request stream has no single campaign_id: a campaign-limited token is refused (closed).
                 _check_scope(principal, method, request)
             except Exception as exc:

@@ -17,8 +17,8 @@ thread of the calling process (tests, the demo, the simulator). One server is:
   within ``handshake_timeout_s`` or has made no call for ``idle_timeout_s`` is closed, and keepalive pings
   detect dead peers during calls;
 * Prometheus metrics on a separate HTTP port bound to 127.0.0.1 (:mod:`ldp_aggregator.metrics`);
-* background tasks: token refresh (revocations and new tokens take effect within ``token_refresh_s``) and
-  the raw-report retention purge.
+* background tasks: token refresh (revocations take effect within ``token_refresh_s``; an unknown token
+  triggers an immediate re-read, so a new token works at once) and the raw-report retention purge.
 
 Authentication is on once the database has ever held a token (:mod:`ldp_aggregator.auth`). Before that
 the server refuses any non-loopback listen address and logs that authentication is off.
@@ -432,26 +432,35 @@ class _Running:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
+async def _reload_tokens(store: Store, auth: Authenticator) -> None:
+    """Re-read the stored tokens into ``auth`` (periodically, and at once for an unknown token).
+
+    Raises:
+        LdpError: the database cannot be read now (the last known tokens stay in force).
+    """
+    tokens = await asyncio.to_thread(store.list_tokens)
+    before = auth.active_tokens
+    if auth.load(tokens):
+        log_event(log, "auth_enabled", level=logging.WARNING, tokens=auth.active_tokens,
+                  note="a token was created: every ldp.v1 call now needs one")  # fmt: skip
+    elif auth.active_tokens != before:
+        log_event(log, "tokens_reloaded", tokens=auth.active_tokens)
+        if auth.active_tokens == 0:
+            _log_no_valid_tokens()
+
+
 async def _refresh_tokens(store: Store, auth: Authenticator, every_s: float) -> None:
     warned = False
     while True:
         await asyncio.sleep(every_s)
         try:
-            tokens = await asyncio.to_thread(store.list_tokens)
+            await _reload_tokens(store, auth)
         except LdpError as exc:
             if not warned:  # keep the last known tokens; say so once per outage
                 log_event(log, "token_refresh_failed", level=logging.WARNING, error=str(exc))
                 warned = True
             continue
         warned = False
-        before = auth.active_tokens
-        if auth.load(tokens):
-            log_event(log, "auth_enabled", level=logging.WARNING, tokens=auth.active_tokens,
-                      note="a token was created: every ldp.v1 call now needs one")  # fmt: skip
-        elif auth.active_tokens != before:
-            log_event(log, "tokens_reloaded", tokens=auth.active_tokens)
-            if auth.active_tokens == 0:
-                _log_no_valid_tokens()
 
 
 async def _purge_loop(store: Store, metrics: Metrics, days: float, every_s: float) -> None:
@@ -506,7 +515,12 @@ async def _start(config: ServerConfig) -> _Running:
         aggregator = Aggregator(
             store, metrics=metrics, max_accumulator_bytes=config.limits.max_accumulator_bytes
         )
-        guard = Guard(authenticator, RateLimiter(config.limits), metrics)
+        guard = Guard(
+            authenticator,
+            RateLimiter(config.limits),
+            metrics,
+            reload_tokens=lambda: _reload_tokens(store, authenticator),
+        )
         max_connections = _connection_cap(config)
         server = grpc.aio.server(
             interceptors=[guard],

@@ -496,6 +496,33 @@ def test_revoked_token_is_refused_promptly_and_new_tokens_work(auth: AuthServer)
             time.sleep(0.01)
 
 
+def test_a_token_created_a_moment_ago_is_accepted_at_once(tmp_path: Path) -> None:
+    # The README's operator steps create a reporter token and use it in the next command; the periodic
+    # refresh (here: once an hour) must not be what decides. An unknown token makes the server re-read
+    # the tokens before refusing (at most every 0.25 s), and a wrong role is still PERMISSION_DENIED.
+    db = tmp_path / "db.sqlite3"
+    _create_db(db)
+    admin, _ = _token(db, Role.ADMIN)
+    config = ServerConfig(db=db, listen="127.0.0.1:0", token_refresh_s=3600.0)
+    with BackgroundServer(config) as server, grpc.insecure_channel(server.target) as ch:
+        analyst = analyst_pb2_grpc.AnalystStub(ch)
+        collector = collector_pb2_grpc.CollectorStub(ch)
+        msg = wire.campaign_to_proto(campaign_id="c", params=PARAMS)
+        analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=_md(admin))
+        time.sleep(0.3)  # past the reload interval, so the first unknown token triggers a reload
+        reporter, _ = _token(db, Role.REPORTER)
+        req = collector_pb2.GetCampaignRequest(campaign_id="c")
+        assert collector.GetCampaign(req, timeout=10, metadata=_md(reporter)).id == "c"
+        time.sleep(0.3)
+        viewer, _ = _token(db, Role.ANALYST)
+        with pytest.raises(grpc.RpcError) as err:
+            collector.Submit(reports_pb2.ReportBatch(campaign_id="c", batch_id="b"), metadata=_md(viewer))
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.RpcError) as err:  # an unknown token stays unknown
+            collector.GetCampaign(req, timeout=10, metadata=_md("ldp_" + "x" * 43))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
 def test_token_cli_and_only_hashes_are_stored(tmp_path: Path) -> None:
     db = tmp_path / "fresh" / "db.sqlite3"
     result = runner.invoke(
