@@ -1,0 +1,111 @@
+"""Run benchmark scripts in two source trees alternately and report the ratio of every figure they print.
+
+Used to show that a restructuring made no hot path slower: the same benchmark, in the tree before and the
+tree after, in turn (A B A B ...), so that the machine's drift hits both alike. Each tree runs with its own
+``.venv/bin/python`` and the benchmark script of that tree.
+
+Every output line is reduced to a template (numbers replaced by ``#``); a figure is a number at one
+position of one template. Its direction is read from the unit that follows it: ``.../s`` (a rate) is better
+higher, ``s``/``ms``/``us``/``ns`` (a time) is better lower; other numbers (sizes, parameters) are not
+compared. The reported ratio is a SPEED ratio (after / before for rates, before / after for times): above 1
+is faster. Per figure: the median over the rounds of the pairwise ratios.
+
+    .venv/bin/python bench/compare_trees.py --before ../wt/pre-registry --after . --rounds 5 \
+        -- bench/bench_rr_grr.py -- bench/bench_rappor.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_RATE = re.compile(r"^\s*[kKMG]?\s*[\w ]*/\s*s\b")
+_TIME = re.compile(r"^\s*(s|ms|us|µs|ns|seconds?)\b")
+
+
+def _figures(text: str) -> dict[tuple[str, int], tuple[float, str]]:
+    """(template, position) -> (value, direction) for every rate or time in ``text``."""
+    out: dict[tuple[str, int], tuple[float, str]] = {}
+    seen: dict[str, int] = {}
+    for line in text.splitlines():
+        matches = list(_NUMBER.finditer(line))
+        if not matches:
+            continue
+        template = " ".join(_NUMBER.sub("#", line).split())  # padding varies with the numbers
+        k = seen.get(template, 0)  # repeated identical templates are told apart by their order
+        seen[template] = k + 1
+        key_template = f"{template} [{k}]" if k else template
+        for i, m in enumerate(matches):
+            after = line[m.end() : m.end() + 24]
+            if _RATE.match(after):
+                direction = "higher"
+            elif _TIME.match(after):
+                direction = "lower"
+            else:
+                continue
+            value = float(m.group().replace(",", ""))
+            if value > 0:
+                out[(key_template, i)] = (value, direction)
+    return out
+
+
+def _run(tree: Path, argv: list[str], timeout: float) -> str:
+    python = tree / ".venv" / "bin" / "python"
+    done = subprocess.run(
+        [str(python), *argv], cwd=tree, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout + done.stderr
+
+
+def compare(before: Path, after: Path, argv: list[str], rounds: int, timeout: float) -> list[str]:
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for _ in range(rounds):
+        old = _figures(_run(before, argv, timeout))
+        new = _figures(_run(after, argv, timeout))
+        for key, (value, direction) in new.items():
+            if key in old and old[key][1] == direction:
+                r = value / old[key][0] if direction == "higher" else old[key][0] / value
+                ratios.setdefault(key, []).append(r)
+    lines = [f"## {' '.join(argv)}  ({rounds} rounds, speed after/before, median [min, max])"]
+    for (template, pos), rs in ratios.items():
+        lines.append(
+            f"{statistics.median(rs):6.3f} [{min(rs):.3f}, {max(rs):.3f}]  #{pos} of: {template[:110]}"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--before", type=Path, required=True, help="tree before (with .venv)")
+    parser.add_argument("--after", type=Path, required=True, help="tree after (with .venv)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per benchmark run")
+    parser.add_argument("commands", nargs=argparse.REMAINDER, help="-- SCRIPT ARGS [-- SCRIPT ARGS ...]")
+    args = parser.parse_args()
+    groups: list[list[str]] = [[]]
+    for token in args.commands:
+        if token == "--":
+            if groups[-1]:
+                groups.append([])
+            continue
+        groups[-1].append(token)
+    groups = [g for g in groups if g]
+    if not groups:
+        parser.error("no benchmark command given (after --)")
+    for argv in groups:
+        for line in compare(args.before.resolve(), args.after.resolve(), argv, args.rounds, args.timeout):
+            print(line, flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
