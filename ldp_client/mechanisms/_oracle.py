@@ -46,11 +46,19 @@ __all__ = [
     "OracleSpec",
     "as_domain",
     "bit_column_counts",
+    "domain_items",
     "true_counts_of",
 ]
 
 # Report rows per bincount call when counting bit columns (bounded temporaries, about 16 MiB of indices).
 _BIT_ROWS = 1 << 14
+
+
+@functools.lru_cache(maxsize=64)
+def domain_items(domain: Domain) -> tuple[str, ...]:
+    """The item labels of a domain (its labels, or "0".."d-1"), built once per domain: every estimate of a
+    campaign names its d items, and a set-valued estimate those of its inner oracle too."""
+    return tuple(domain.label(i) for i in range(domain.size))
 
 
 def as_domain(obj: FrequencyOracle) -> None:
@@ -127,8 +135,7 @@ class OracleSpec(MechanismSpec[OP]):
         return params.report_bits
 
     def items(self, params: OP) -> tuple[str, ...]:
-        dom = params.domain
-        return tuple(dom.label(i) for i in range(dom.size))
+        return domain_items(params.domain)
 
     def input_value(self, params: OP, index: int) -> Any:
         return params.domain.value(index)

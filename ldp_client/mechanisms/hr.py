@@ -55,7 +55,7 @@ from ldp_client.domain import (
     take_field,
 )
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
-from ldp_client.mechanisms._oracle import FrequencyOracle, OracleSpec, as_domain
+from ldp_client.mechanisms._oracle import FrequencyOracle, OracleSpec, as_domain, true_counts_of
 from ldp_client.spec import CountsView, Layout, MakeArgs, SecretSource, SumSampler, Support, WireNames
 
 if TYPE_CHECKING:
@@ -303,7 +303,6 @@ def sample_hr_counts(
     import numpy as np
 
     from ldp_client._exact_sampling import check_rng
-    from ldp_client.mechanisms._oracle import true_counts_of
 
     g = check_rng(rng)
     c = true_counts_of(params.domain.size, true_counts)

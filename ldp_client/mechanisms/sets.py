@@ -48,7 +48,7 @@ from ldp_client.domain import (
     take_field,
 )
 from ldp_client.errors import DomainError, InvalidParameterError
-from ldp_client.mechanisms._oracle import FrequencyOracle, as_domain
+from ldp_client.mechanisms._oracle import FrequencyOracle, as_domain, domain_items
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.grr import GRREncoder, GRRParams
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
@@ -520,8 +520,7 @@ class SetValuedSpec(MechanismSpec[SetValuedParams]):
         return inner_spec(params.inner).layout_batch(params.inner, columns)
 
     def items(self, params: SetValuedParams) -> tuple[str, ...]:
-        dom = params.domain
-        return tuple(dom.label(i) for i in range(dom.size))
+        return domain_items(params.domain)
 
     def input_value(self, params: SetValuedParams, index: int) -> Any:
         return (params.domain.value(index),)

@@ -7,7 +7,7 @@ The report is a set Y of exactly k of the d domain values. With the quantized th
    other than x.
 
 So P(Y | x) = p / C(d-1, k-1) if x is in Y and (1-p) / C(d-1, k) otherwise, exactly, and epsilon =
-ln(p (d-k) / ((1-p) k)) as :class:`~ldp_client.params.SubsetSelectionParams` reports.
+ln(p (d-k) / ((1-p) k)) as :class:`SubsetSelectionParams` reports.
 
 Per report (OS CSPRNG, one read of 4 + (d - 1) + 32 bytes) step 2 is
 :func:`ldp_client._bytesample.subset_from_keys` over the d - 1 other positions (one key byte per

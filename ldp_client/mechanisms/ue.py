@@ -57,7 +57,7 @@ from ldp_client.domain import (
     take_field,
 )
 from ldp_client.errors import DomainError, InvalidParameterError
-from ldp_client.mechanisms._oracle import BitRowsSpec, FrequencyOracle, as_domain
+from ldp_client.mechanisms._oracle import BitRowsSpec, FrequencyOracle, as_domain, true_counts_of
 from ldp_client.spec import MakeArgs, SecretSource, SumSampler, WireNames
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ class UnaryEncoder:
     """Encodes one domain value per report with unary encoding (OUE or SUE parameters).
 
     Args:
-        params: :class:`~ldp_client.params.OUEParams` or :class:`~ldp_client.params.SUEParams`.
+        params: :class:`OUEParams` or :class:`SUEParams`.
 
     Raises:
         InvalidParameterError: ``params`` is neither.
@@ -334,7 +334,6 @@ def sample_ue_support(
     import numpy as np
 
     from ldp_client._exact_sampling import check_rng
-    from ldp_client.mechanisms._oracle import true_counts_of
 
     g = check_rng(rng)
     c = true_counts_of(params.domain.size, true_counts)
