@@ -19,8 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ldp_aggregator.accumulators import accumulator_for, add_columns
-from ldp_aggregator.oracles import hadamard_support
 from ldp_aggregator.support import local_hash_support
+from ldp_client.mechanisms.hr import hadamard_support
 from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 from ldp_client.mechanisms.ue import sparse_or_dense
 from ldp_client.params import HadamardParams, SetValuedParams, make_params

@@ -60,7 +60,7 @@ from ldp_aggregator.paired_accumulator import (
     check_paired,
     paired_accumulator_for,
 )
-from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator, batch_support
+from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
 from ldp_client.numeric_params import NumericParams
@@ -70,11 +70,8 @@ from ldp_client.params import (
     MAX_RAPPOR_BITS,
     BasicRapporParams,
     BooleanRapporParams,
-    FrequencyOracleParams,
-    HadamardParams,
     PairedParams,
     RapporParams,
-    SetValuedParams,
     UnportedParams,
 )
 
@@ -753,12 +750,6 @@ def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[i
         layout = spec.layout(params)
         return cast("type[Accumulator]", _layout_class(layout)), layout.shape
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign sums its inner oracle's reports
-        return _expected_shape(params.inner)
-    if isinstance(params, HadamardParams):  # issue 6: counts of reported indices, decoded by a FWHT
-        return CountAccumulator, (params.order,)
-    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss (ldp_aggregator.support)
-        return SupportCountAccumulator, (params.domain.size,)
     if isinstance(params, RapporParams):
         return BitCountAccumulator, (params.m, params.k)
     if isinstance(params, BasicRapporParams):
@@ -786,8 +777,6 @@ def accumulator_for(params: MechanismParams) -> Accumulator:
     cls, shape = _expected_shape(params)
     if cls is CountAccumulator:
         return CountAccumulator.zero(shape[0])
-    if cls is SupportCountAccumulator:  # issue 6
-        return SupportCountAccumulator.zero(shape[0])
     return BitCountAccumulator.zero(shape[0], shape[1])
 
 
@@ -876,23 +865,10 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
     if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
         add_numeric_columns(check_mean_accumulator(acc, params), params, columns)
         return
-    if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign's reports are its inner oracle's
-        add_columns(acc, params.inner, columns)
-        return
     if isinstance(params, PairedParams):  # issue 5: (first columns, second columns)
         check_paired(acc, params).add_columns(params, columns)
         return
     check_matches(acc, params)
-    if isinstance(params, HadamardParams):  # issue 6: hr reports are indices in [0, K)
-        arr = np.asarray(columns)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise InvalidReportError("reports", str(arr.dtype), "an integer array of indices for hr")
-        cast(CountAccumulator, acc).add_values(arr)
-        return
-    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss
-        n, support = batch_support(params, columns)
-        cast(SupportCountAccumulator, acc).add_support(n, support)
-        return
     if isinstance(params, RapporParams):
         if not isinstance(columns, tuple) or len(columns) != 2:
             raise InvalidReportError("reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor")

@@ -44,7 +44,6 @@ from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
-    FrequencyOracleParams,
     PairedParams,
     RapporParams,
     UnportedParams,
@@ -386,16 +385,15 @@ def estimate_frequencies(
 
     Support sets and rates per mechanism:
 
-    - rr and grr, and every registered mechanism of kind SUPPORT: its ``spec.support`` and
-      :func:`estimate_support` (rr, items "no" and "yes": "yes" is supported by a yes report, p* =
-      P(yes|yes), q* = P(yes|no); "no" by a no report, p* = 1 - P(yes|no), q* = 1 - P(yes|yes); grr,
-      the domain labels: v is supported by the report v, p* = p, q* = (1-p)/(d-1)).
+    - rr, grr, the frequency oracles (oue, sue, olh, blh, ss, hr, set-valued), and every registered
+      mechanism of kind SUPPORT: its ``spec.support`` and :func:`estimate_support` (rr, items "no" and
+      "yes": "yes" is supported by a yes report, p* = P(yes|yes), q* = P(yes|no); "no" by a no report,
+      p* = 1 - P(yes|no), q* = 1 - P(yes|yes); grr, the domain labels: v is supported by the report v,
+      p* = p, q* = (1-p)/(d-1); the oracles: see their mechanism modules in ``ldp_client/mechanisms/``).
     - basic-rappor (domain labels): v is supported by a report with bit v set, with RAPPOR's
       p* = q_star = P(bit 1 | Bloom bit 1) and q* = p_star = P(bit 1 | Bloom bit 0) (CCS 2014 names).
     - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = q_star,
       q* = p_star), "false" by a clear bit (p* = 1 - p_star, q* = 1 - q_star).
-
-    - oue, sue, olh, blh, ss, hr and set-valued (issue 6): see :mod:`ldp_aggregator.oracles`.
 
     String RAPPOR needs a candidate dictionary: use :func:`estimate_rappor_candidates`.
 
@@ -417,11 +415,6 @@ def estimate_frequencies(
         raise InvalidParameterError(
             "params", params.name, "a frequency mechanism (numeric ones: ldp_aggregator.means.estimate_means)"
         )
-    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss, hr, set-valued
-        # Imported here: ldp_aggregator.oracles builds on this module.
-        from ldp_aggregator.oracles import estimate_oracle
-
-        return estimate_oracle(params, acc, confidence=confidence)
     if isinstance(params, RapporParams):
         raise InvalidParameterError(
             "params",

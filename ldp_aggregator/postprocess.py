@@ -19,9 +19,9 @@ apply after post-processing; ``ldp-formulas.md`` §6).
   positive counts only; the projection is the one reported (it is the least-squares solution).
 * **Clip** (Base-Pos, with the upper end): each count clipped to [0, n].
 
-The total is n for single-valued data (every user holds exactly one item). For set-valued campaigns
-(padding and sampling) users hold up to L items, so the total used is the unbiased estimate of the number
-of items held, sum_v c_v, clipped to [0, L n].
+The total is n for single-valued data (every user holds exactly one item). Where users hold a varying
+number of items (``spec.items_per_user``: set-valued campaigns, padding and sampling, hold 0 to L), the
+total used is the unbiased estimate of the number of items held, sum_v c_v, clipped to [0, L n].
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -124,15 +125,15 @@ def clip(counts: ArrayLike, n: float) -> NDArray[np.float64]:
 
 def postprocess(estimate: FrequencyEstimate, params: MechanismParams) -> tuple[PostprocessedEstimate, ...]:
     """Norm-Sub and clip of a frequency estimate's counts (module docstring for the total)."""
-    from ldp_client.params import SetValuedParams
-
     counts = np.array([it.count for it in estimate.items], dtype=np.float64)
     n = estimate.n
-    if isinstance(params, SetValuedParams):
-        total = float(np.clip(counts.sum(), 0.0, float(params.max_items) * n))
-        upper = float(n)
-    else:
-        total = upper = float(n)
+    spec = registry.find(params)
+    fewest, most = (1, 1) if spec is None else spec.items_per_user(params)
+    if fewest == most:  # every user holds exactly that many items (one value each: the total is n)
+        total = float(most * n)
+    else:  # sets of varying size (set-valued): the estimated total, within what the sizes allow
+        total = float(np.clip(counts.sum(), float(fewest * n), float(most * n)))
+    upper = float(n)
     projected = norm_sub(counts, total)
     clipped = clip(counts, upper)
     return (

@@ -1,13 +1,14 @@
-"""Support counts of the issue-6 frequency oracles: a mergeable accumulator and batch ingest.
+"""The ``support`` layout's accumulator: the number of reports and, per item, how many support it.
 
-Every frequency oracle here is "pure" (Wang, Blocki, Li, Jha, USENIX Security 2017, §4): a report supports
-a set of items, and the estimator needs only n and C_v, the number of reports supporting each item v.
-C_v is a sum over reports, so the accumulator is (n, C_0, ..., C_{d-1}) and adding a batch adds its
-counts. For unary encoding and subset selection C_v is the number of reports with bit v set; for local
-hashing it is the number of reports whose seed hashes v to the reported bucket -- computed at ingest for
-the declared domain, so the accumulator never holds seeds (Hadamard response keeps the counts of
-reported indices instead, in a :class:`~ldp_aggregator.accumulators.CountAccumulator`, and decodes them
-with a fast Walsh-Hadamard transform: :mod:`ldp_aggregator.oracles`).
+Every frequency oracle is "pure" (Wang, Blocki, Li, Jha, USENIX Security 2017, §4): a report supports a
+set of items, and the estimator needs only n and C_v, the number of reports supporting each item v. C_v
+is a sum over reports, so the accumulator is (n, C_0, ..., C_{d-1}) and adding a batch adds its counts.
+A mechanism's spec computes a batch's counts (``spec.layout_batch``): for unary encoding and subset
+selection the number of reports with bit v set (:func:`bit_column_counts`); for local hashing the number
+of reports whose seed hashes v to the reported bucket, computed at ingest for the declared domain
+(:func:`local_hash_support`), so the accumulator never holds seeds. (Hadamard response keeps the counts
+of reported indices instead, in a :class:`~ldp_aggregator.accumulators.CountAccumulator`, and its spec
+decodes them with a fast Walsh-Hadamard transform.)
 
 Serialized form of :class:`SupportCountAccumulator` (``to_bytes``), little-endian::
 
@@ -15,11 +16,6 @@ Serialized form of :class:`SupportCountAccumulator` (``to_bytes``), little-endia
     | size x i64 support counts | crc32 u32 of everything before it
 
 ``from_bytes`` checks every field and refuses counts outside [0, n].
-
-Local hashing at ingest (:func:`local_hash_support`): report (a, b, y) supports v iff
-(a v + b') mod 2**64 < W with per-report constants b', W (``ldp_client.mechanisms.olh``), evaluated for a
-block of reports x all d values at once in uint64 numpy arithmetic (multiply, add, compare), and the
-block's booleans summed per value. O(n d) work with no Python loop per report.
 """
 
 from __future__ import annotations
@@ -30,8 +26,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ldp_client.domain import MAX_DOMAIN_SIZE
 from ldp_client.errors import InvalidReportError, LdpError
-from ldp_client.params import MAX_DOMAIN_SIZE, OLHParams, OUEParams, SubsetSelectionParams, SUEParams
+from ldp_client.mechanisms._oracle import bit_column_counts
+from ldp_client.mechanisms.olh import local_hash_support
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -49,14 +47,6 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct("<4sBBHQq")
 _CRC = struct.Struct("<I")
 _I64 = np.dtype("<i8")
-# uint64 elements per (reports x values) block of the local-hashing evaluation: 2 MiB stays in cache.
-_HASH_BLOCK = 1 << 18
-# Report rows per bincount call when counting bit columns (bounded temporaries, about 16 MiB of indices).
-_BIT_ROWS = 1 << 14
-# (256, 8) table: row b holds the 8 bits of byte value b, bit 0 first (little bit order).
-_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
-    np.int64
-)
 
 
 class CorruptSupportAccumulatorError(LdpError, ValueError):
@@ -232,112 +222,3 @@ class SupportCountAccumulator:
                 "support", "a count outside [0, n]", f"counts in [0, {reports}]"
             )
         return cls._trusted(int(reports), support)
-
-
-# ------------------------------------------------------------------------------------------------ ingest
-
-
-def _check_bit_rows(bits: object, params: OUEParams | SUEParams | SubsetSelectionParams) -> NDArray[np.uint8]:
-    d = params.domain.size
-    nb = (d + 7) // 8
-    arr = np.asarray(bits)
-    if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[1] != nb:
-        raise InvalidReportError(
-            "reports", f"{arr.dtype}{arr.shape}", f"uint8 rows of shape (n, {nb}) for {params.name} (d={d})"
-        )
-    if arr.shape[0] == 0:
-        return arr
-    spare = nb * 8 - d
-    if spare and int(np.bitwise_or.reduce(arr[:, -1])) >> (8 - spare):
-        raise InvalidReportError("reports", "a set bit at index >= d", f"bits 0..{d - 1} only (padding is 0)")
-    if isinstance(params, SubsetSelectionParams):
-        counts = np.bitwise_count(arr).sum(axis=1, dtype=np.int64)
-        bad = counts != params.k
-        if bad.any():
-            row = int(np.argmax(bad))
-            raise InvalidReportError(
-                f"reports[{row}]", f"<{int(counts[row])} bits set>", f"exactly k={params.k}"
-            )
-    return arr
-
-
-def bit_column_counts(bits: NDArray[np.uint8], d: int) -> NDArray[np.int64]:
-    """How many rows set each bit 0..d-1 of packed rows (n, ceil(d/8)) in little bit order.
-
-    Counts (byte position, byte value) pairs with one ``np.bincount`` per block of rows (n ceil(d/8)
-    work, not n d) and turns byte-value counts into bit counts with a (256 x 8) 0/1 matrix.
-    """
-    n, nb = bits.shape
-    table = np.zeros(nb * 256, dtype=np.int64)
-    offset = np.arange(nb, dtype=np.intp) * 256
-    for start in range(0, n, _BIT_ROWS):
-        block = bits[start : start + _BIT_ROWS]
-        table += np.bincount((offset + block).ravel(), minlength=nb * 256)
-    ones = (table.reshape(nb, 256) @ _BYTE_BITS).reshape(nb * 8)
-    return ones[:d]
-
-
-def local_hash_support(
-    a: NDArray[np.uint64], b: NDArray[np.uint64], buckets: NDArray[np.integer], params: OLHParams
-) -> NDArray[np.int64]:
-    """C_v for v in [0, d): the number of reports (a, b, y) whose seed hashes v into bucket y.
-
-    Vectorised over blocks of reports x all values (module docstring); validated columns expected.
-    """
-    from ldp_client.mechanisms.olh import support_test_constants
-
-    d, g = params.domain.size, params.g
-    n = int(a.shape[0])
-    counts = np.zeros(d, dtype=np.int64)
-    if n == 0:
-        return counts
-    b_prime, limit = support_test_constants(b, buckets, g)
-    a64 = np.asarray(a, dtype=np.uint64)
-    values = np.arange(d, dtype=np.uint64)
-    rows = max(1, _HASH_BLOCK // d)
-    work = np.empty((min(rows, n), d), dtype=np.uint64)
-    hits = np.empty((min(rows, n), d), dtype=np.bool_)
-    for start in range(0, n, rows):
-        stop = min(n, start + rows)
-        r = stop - start
-        t, m = work[:r], hits[:r]
-        # (a v + b') mod 2**64 for every (report, value): numpy's uint64 arithmetic wraps modulo 2**64.
-        np.multiply(a64[start:stop, None], values[None, :], out=t)
-        np.add(t, b_prime[start:stop, None], out=t)
-        np.less(t, limit[start:stop, None], out=m)
-        counts += m.sum(axis=0, dtype=np.int64)
-    return counts
-
-
-def _check_hash_columns(columns: object, params: OLHParams) -> tuple[NDArray[np.uint64], ...]:
-    if not isinstance(columns, tuple) or len(columns) != 3:
-        raise InvalidReportError(
-            "reports", type(columns).__name__, f"an (a, b, buckets) tuple for {params.name}"
-        )
-    a, b, y = (np.asarray(c) for c in columns)
-    n = a.shape[0] if a.ndim == 1 else -1
-    for name, arr in (("a", a), ("b", b)):
-        if arr.dtype != np.uint64 or arr.ndim != 1 or arr.shape[0] != n:
-            raise InvalidReportError(f"reports.{name}", f"{arr.dtype}{arr.shape}", "uint64 of shape (n,)")
-    if y.ndim != 1 or y.shape[0] != n or not np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_:
-        raise InvalidReportError("reports.buckets", f"{y.dtype}{y.shape}", f"integers of shape ({n},)")
-    if y.size and (int(y.min()) < 0 or int(y.max()) >= params.g):
-        bad = int(y.min()) if int(y.min()) < 0 else int(y.max())
-        raise InvalidReportError("reports.buckets", bad, f"buckets in [0, {params.g - 1}]")
-    return a, b, y
-
-
-def batch_support(
-    params: OUEParams | SUEParams | SubsetSelectionParams | OLHParams, columns: object
-) -> tuple[int, NDArray[np.int64]]:
-    """(n, C) of one batch of columns (``ldp_client.wire`` layouts), validated.
-
-    Raises:
-        InvalidReportError: wrong dtype or shape, a padding bit set, an ss row without exactly k bits, or a
-            bucket >= g. Nothing is counted when the batch is rejected.
-    """
-    if isinstance(params, OLHParams):
-        a, b, y = _check_hash_columns(columns, params)
-        return int(a.shape[0]), local_hash_support(a, b, y, params)
-    rows = _check_bit_rows(columns, params)
-    return int(rows.shape[0]), bit_column_counts(rows, params.domain.size)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
-from ldp_client import _oracle_wire, registry, wire
+from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.codecs import RowField
 from ldp_client.errors import InvalidReportError
@@ -45,12 +45,9 @@ from ldp_client.numeric_params import MultidimParams, NumericParams
 from ldp_client.params import (
     BasicRapporParams,
     BooleanRapporParams,
-    HadamardParams,
     MechanismParams,
-    OLHParams,
     PairedParams,
     RapporParams,
-    SetValuedParams,
     UnportedParams,
 )
 
@@ -74,12 +71,6 @@ class _CohortBits(NamedTuple):
     bits: int
 
 
-class _HashReport(NamedTuple):
-    a: int
-    b: int
-    bucket: int
-
-
 def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowField]:
     """The fields of one row, in row order; ``prefix`` places a paired side under ``paired.first``."""
     spec = registry.find(params)
@@ -88,20 +79,14 @@ def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowFi
             return list(spec.row_fields(params))
         return [RowField((*prefix, *f.path), f.width, f.packed) for f in spec.row_fields(params)]
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, SetValuedParams):
-        return _layout(params.inner, prefix)
     if isinstance(params, PairedParams):
         return _layout(params.first, ("paired", "first")) + _layout(params.second, ("paired", "second"))
     field = wire.batch_field(params)
-    if isinstance(params, HadamardParams):
-        return [RowField((*prefix, field), 4)]
     if isinstance(params, RapporParams):
         return [
             RowField((*prefix, field, "cohorts"), 4),
             RowField((*prefix, field, "bits"), params.num_bytes),
         ]
-    if isinstance(params, OLHParams):  # olh and blh
-        return [RowField((field, "a"), 8), RowField((field, "b"), 8), RowField((field, "buckets"), 4)]
     if isinstance(params, MultidimParams):
         pair = [RowField((field, "attributes"), 4), RowField((field, "codes"), 4)]
         return pair * params.k
@@ -109,8 +94,7 @@ def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowFi
         return [RowField((field,), 4, packed=params.name in _PACKED_NUMERIC)]
     if isinstance(params, BasicRapporParams | BooleanRapporParams):
         return [RowField((*prefix, field), params.num_bytes)]
-    # oue, sue, ss: d-bit rows
-    return [RowField((field,), (params.domain.size + 7) // 8)]
+    raise InvalidReportError("params", type(params).__name__, "the parameters of a known mechanism")
 
 
 def row_bytes(params: MechanismParams) -> int:
@@ -124,10 +108,6 @@ def row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
     if spec is not None:
         return spec.row_packer(params)
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, SetValuedParams):
-        return row_packer(params.inner)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.journal_row_packer(params)  # type: ignore[no-any-return]
     if isinstance(params, MultidimParams):
         return lambda r: b"".join(a.to_bytes(4, "little") + c.to_bytes(4, "little") for a, c in r)
     if isinstance(params, NumericParams):
@@ -249,21 +229,12 @@ def _row_unpacker(params: MechanismParams) -> Callable[[bytes], Any]:
     if spec is not None:
         return spec.row_unpacker(params)
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, SetValuedParams):
-        return _row_unpacker(params.inner)
     if isinstance(params, PairedParams):
         cut = row_bytes(params.first)
         first, second = _row_unpacker(params.first), _row_unpacker(params.second)
         return lambda row: (first(row[:cut]), second(row[cut:]))
     if isinstance(params, RapporParams):
         return lambda row: _CohortBits(int.from_bytes(row[:4], "little"), int.from_bytes(row[4:], "little"))
-    if isinstance(params, OLHParams):
-
-        def hash_report(row: bytes) -> _HashReport:
-            a, b = int.from_bytes(row[:8], "little"), int.from_bytes(row[8:16], "little")
-            return _HashReport(a, b, int.from_bytes(row[16:], "little"))
-
-        return hash_report
     if isinstance(params, MultidimParams):
         return lambda row: [
             (int.from_bytes(row[i : i + 4], "little"), int.from_bytes(row[i + 4 : i + 8], "little"))

@@ -1,9 +1,9 @@
 """Exact rates, variances, privacy levels and optimal settings of the issue-6 frequency oracles.
 
-Pure Python (no numpy), shared by :mod:`ldp_client.params` (which validates and rounds), the encoders,
-:mod:`ldp_client.auto` and the aggregator. Every probability enters as a 32-bit threshold ``T`` (the
-probability ``T / 2**32`` the encoders sample with), so the rates and epsilons computed here are those of
-the implementation, not of the requested real numbers.
+Pure Python (no numpy), shared by the oracles' parameter classes (which validate and round; in
+``ldp_client/mechanisms/``), their encoders and specs, and :mod:`ldp_client.spec` (``variance``). Every
+probability enters as a 32-bit threshold ``T`` (the probability ``T / 2**32`` the encoders sample with), so
+the rates and epsilons computed here are those of the implementation, not of the requested real numbers.
 
 All frequency oracles here are "pure" in the sense of Wang, Blocki, Li, Jha, "Locally Differentially
 Private Protocols for Frequency Estimation", USENIX Security 2017, §4: a report supports item v with

@@ -19,7 +19,12 @@ from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
+from ldp_client.mechanisms.hr import SPEC as HR_SPEC
+from ldp_client.mechanisms.olh import BLH_SPEC, OLH_SPEC
 from ldp_client.mechanisms.rr import SPEC as RR_SPEC
+from ldp_client.mechanisms.sets import SPEC as SET_VALUED_SPEC
+from ldp_client.mechanisms.ss import SPEC as SS_SPEC
+from ldp_client.mechanisms.ue import OUE_SPEC, SUE_SPEC
 from ldp_client.spec import MechanismSpec
 
 __all__ = [
@@ -38,6 +43,13 @@ AnySpec = MechanismSpec[Any]
 SPECS: Final[tuple[AnySpec, ...]] = (
     RR_SPEC,
     GRR_SPEC,
+    OUE_SPEC,
+    SUE_SPEC,
+    OLH_SPEC,
+    BLH_SPEC,
+    SS_SPEC,
+    HR_SPEC,
+    SET_VALUED_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users."""
 

@@ -187,7 +187,7 @@ from typing import Any, Final, Literal, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
-from ldp_client import _journal_rows, _oracle_wire, registry, wire
+from ldp_client import _journal_rows, registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.campaign_file import load_campaign
 from ldp_client.errors import (
@@ -205,7 +205,6 @@ from ldp_client.errors import (
 from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import PairedEncoder
 from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
-from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
@@ -213,7 +212,6 @@ from ldp_client.params import (
     MechanismParams,
     PairedParams,
     RapporParams,
-    SetValuedParams,
 )
 from ldp_client.secret import ClientSecret
 
@@ -625,10 +623,6 @@ def encoder_for(
         return spec.encoder(params, campaign_id=campaign_id, secret=secret)
     if isinstance(params, NumericParams):  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
         return numeric_encoder(params).encode
-    if isinstance(params, SetValuedParams):  # issue 6: a set of values per report
-        return SetValuedEncoder(params).encode
-    if isinstance(params, _oracle_wire.SingleOracle):  # issue 6: oue, sue, olh, blh, ss, hr
-        return oracle_encoder(params).encode
     if not isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
         raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
     if secret is None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias, TypeVar
 
+from ldp_client._oracle_math import oracle_variance
 from ldp_client.codecs import RowField
 
 if TYPE_CHECKING:
@@ -287,6 +288,9 @@ class MechanismSpec(abc.ABC, Generic[P]):
             simulation needs one client per simulated user; False lets one reporter stand for many users.
         epsilon_field: the field that sets the mechanism instead of ``epsilon`` (``truth_probability``),
             named when neither is given; None if epsilon is not the usual way to set it.
+        chosen_by_auto: ``auto`` compares this mechanism (a frequency oracle over a declared domain):
+            ``make`` at an epsilon with no other field builds its lowest-variance setting, and it offers
+            :meth:`variance` and :meth:`report_bits`, the two figures ``auto`` chooses by.
     """
 
     name: ClassVar[str]
@@ -297,6 +301,7 @@ class MechanismSpec(abc.ABC, Generic[P]):
     fixed_domain_size: ClassVar[int | None] = None
     per_device_state: ClassVar[bool] = False
     epsilon_field: ClassVar[str | None] = None
+    chosen_by_auto: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -335,6 +340,23 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """Longitudinal bound over unlimited reports of one unchanging value; +inf when there is none
         (fresh noise per report: k reports cost k epsilon)."""
         return math.inf
+
+    def wire_names(self, params: P) -> WireNames:
+        """The ``ldp.v1`` oneof members of a campaign of ``params``: :attr:`wire`, except for a wrapper whose
+        reports are those of the mechanism it wraps (set-valued: its inner oracle's batch and report
+        members)."""
+        return self.wire
+
+    def report_bits(self, params: P) -> int:
+        """The size of one report as uploaded, in bits (what ``auto``'s ``max_report_bits`` budget counts).
+        Offered by the mechanisms ``auto`` compares (:attr:`chosen_by_auto`)."""
+        raise NotImplementedError
+
+    def variance(self, params: P, frequency: float = 0.0) -> float:
+        """n Var[f_hat_v] at true frequency ``frequency`` of item v (module docstring; ``auto`` compares it
+        at f -> 0, Wang et al.'s Var*), from the scalar :meth:`support_rates`. Kind.SUPPORT only."""
+        p_star, q_star = self.support_rates(params)
+        return oracle_variance(float(p_star), float(q_star), frequency)  # type: ignore[arg-type]
 
     # ---------------------------------------------------------------------------------------- device
 
@@ -466,6 +488,11 @@ class MechanismSpec(abc.ABC, Generic[P]):
         only; ``candidates`` for mechanisms that estimate a candidate list."""
         raise NotImplementedError
 
+    def items_per_user(self, params: P) -> tuple[int, int]:
+        """(fewest, most) items one user holds: (1, 1) by default (one value each, so the item counts sum
+        to n); set-valued (0, max_items). Post-processing makes the counts consistent with it."""
+        return (1, 1)
+
     # ------------------------------------------------------------------------------ conformance tests
 
     @abc.abstractmethod
@@ -477,5 +504,16 @@ class MechanismSpec(abc.ABC, Generic[P]):
     def exact_outputs(self, params: P, value: Any) -> Mapping[Hashable, Fraction]:
         """The exact output distribution of the encoder for input ``value``: every possible per-report
         output (hashable, as ``encode`` returns it) with its probability, from the quantized thresholds
-        (small parameters only: it enumerates)."""
+        (small parameters only: it enumerates).
+
+        A mechanism whose reports carry public randomness drawn independently of the value (local
+        hashing's 64-bit seeds) enumerates it over a small fixed sample, each with equal weight: the
+        distribution conditioned on that sample. :meth:`exact_output_probability` then gives the exact
+        probability of any other output."""
         raise NotImplementedError
+
+    def exact_output_probability(self, params: P, value: Any, output: Any) -> Fraction:
+        """P(encode(value) = output) exactly, for any output (0 for an impossible one); conditioned on the
+        output's public randomness where :meth:`exact_outputs` enumerates a sample of it. By default looked
+        up in :meth:`exact_outputs`."""
+        return self.exact_outputs(params, value).get(output, Fraction(0))

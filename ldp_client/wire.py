@@ -3,7 +3,7 @@
 Every function asks :mod:`ldp_client.registry` first: a registered mechanism converts with its spec's codec
 methods (``spec.params_to_proto``, ``spec.batch_from_proto``, ...; built from :mod:`ldp_client.codecs`),
 and this module adds what is common (ids, counts, the payload member). The mechanisms not yet registered are
-converted by the code below that lookup (and by ``_oracle_wire``, ``_numeric_wire``, ``_paired_wire``).
+converted by the code below that lookup (and by ``_numeric_wire``, ``_paired_wire``).
 
 * Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
   :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;
@@ -31,6 +31,10 @@ grr                 ``int64`` array (n,) of indices in [0, d)
 rappor              ``(cohorts uint32 (n,), bits uint8 (n, ceil(k/8)))``
 basic-rappor        ``uint8`` array (n, ceil(d/8))
 boolean-rappor      ``uint8`` array (n, 1), each 0 or 1
+oue, sue, ss        ``uint8`` array (n, ceil(d/8)), little bit order (ss: exactly k bits per row)
+olh, blh            ``(a uint64 (n,), b uint64 (n,), buckets uint32 (n,))``
+hr                  ``int64`` array (n,) of indices in [0, K)
+set-valued          the columns of its inner oracle
 ==================  =====================================================================
 
 Importing this module does not import numpy (the device's reporter uses the campaign functions and
@@ -44,7 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 
-from ldp_client import _numeric_wire, _oracle_wire, _paired_wire, registry
+from ldp_client import _numeric_wire, _paired_wire, registry
 from ldp_client._prob import quantize_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client.codecs import (
@@ -63,14 +67,11 @@ from ldp_client.codecs import (
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
 from ldp_client.params import (
-    FREQUENCY_ORACLE_TYPES,
     BasicRapporParams,
     BooleanRapporParams,
-    FrequencyOracleParams,
     MechanismParams,
     PairedParams,
     RapporParams,
-    SetValuedParams,
     UnportedParams,
 )
 
@@ -113,13 +114,18 @@ ParamsMessage: TypeAlias = (
     | campaign_pb2.BasicRapporParams
     | campaign_pb2.BooleanRapporParams
     | _numeric_wire.NumericMessage
-    | _oracle_wire.OracleMessage
+    | campaign_pb2.UnaryEncodingParams
+    | campaign_pb2.LocalHashingParams
+    | campaign_pb2.SubsetSelectionParams
+    | campaign_pb2.HadamardResponseParams
+    | campaign_pb2.SetValuedParams
     | campaign_pb2.PairedParams
 )
 # The column aliases are strings so that they name numpy types without importing numpy at run time.
 BatchColumns: TypeAlias = (
     "NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]"
-    " | _numeric_wire.NumericColumns | _oracle_wire.OracleColumns | _paired_wire.PairedColumns"
+    " | _numeric_wire.NumericColumns | tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]"
+    " | _paired_wire.PairedColumns"
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
 ColumnsLike: TypeAlias = (
@@ -153,11 +159,6 @@ _REPORT_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean
 _MECHANISM_FIELD.update(_numeric_wire.MECHANISM_FIELD)
 _BATCH_FIELD.update(_numeric_wire.BATCH_FIELD)
 _REPORT_FIELD.update(_numeric_wire.REPORT_FIELD)
-# Issue 6, frequency oracles (member numbers 21-27): oue, sue, olh, blh, ss, hr, set-valued. A set-valued
-# campaign's reports use its inner oracle's payload (the functions below substitute params.inner).
-_MECHANISM_FIELD.update(_oracle_wire.MECHANISM_FIELD)
-_BATCH_FIELD.update(_oracle_wire.BATCH_FIELD)
-_REPORT_FIELD.update(_oracle_wire.REPORT_FIELD)
 # Issue 5, paired reports (member number 40): both sides' messages in one (ldp_client._paired_wire).
 _MECHANISM_FIELD["paired"] = "paired"
 _BATCH_FIELD["paired"] = "paired"
@@ -169,7 +170,6 @@ _PARAMS_TYPES: Final = (
     BasicRapporParams,
     BooleanRapporParams,
     *NUMERIC_PARAM_CLASSES,
-    *FREQUENCY_ORACLE_TYPES,
     PairedParams,
 )
 _U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
@@ -214,11 +214,8 @@ def batch_field(params: MechanismParams) -> str:
     oracle's), e.g. ``"grr_indices"``."""
     spec = registry.find(params)
     if spec is not None:
-        return spec.wire.batch
-    params = _unported(params)
-    if isinstance(params, SetValuedParams):
-        params = params.inner
-    return _BATCH_FIELD[params.name]
+        return spec.wire_names(params).batch
+    return _BATCH_FIELD[_unported(params).name]
 
 
 def epsilon_inf(params: MechanismParams) -> float:
@@ -252,8 +249,6 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
         return _paired_wire.params_to_proto(params)
     if isinstance(params, NumericParams):
         return _numeric_wire.params_to_proto(params)
-    if isinstance(params, FrequencyOracleParams):
-        return _oracle_wire.params_to_proto(params)
     field = _MECHANISM_FIELD[params.name]
     message: ParamsMessage
     if isinstance(params, RapporParams):
@@ -322,8 +317,6 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             return BooleanRapporParams(f=c.f, p=c.p, q=c.q, allow_f_zero=f_zero_ok)
         if which is not None and which in _numeric_wire.MECHANISM_FIELD.values():
             return _numeric_wire.params_from_proto(campaign, which)
-        if which is not None and which in _oracle_wire.MECHANISM_FIELD.values():
-            return _oracle_wire.params_from_proto(campaign, which)
         if which == "paired":  # issue 5
             return _paired_wire.params_from_proto(campaign)
     except InvalidParameterError as exc:
@@ -519,8 +512,6 @@ def batch_from_proto(
         n, _ = _check_batch_header(msg, params, campaign_id)
         return spec.batch_from_proto(msg, params, n)  # type: ignore[no-any-return]
     params = _unported(params)
-    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
-        return batch_from_proto(msg, params.inner, campaign_id=campaign_id)
     n, field = _check_batch_header(msg, params, campaign_id)
     if isinstance(params, RapporParams):
         cols = msg.rappor
@@ -534,8 +525,6 @@ def batch_from_proto(
         return cohorts.astype(np.uint32, copy=False), bits
     if isinstance(params, NumericParams):
         return _numeric_wire.batch_from_proto(msg, params, n)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.batch_from_proto(msg, params, n)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.batch_from_proto(msg, params, n)
     # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
@@ -563,10 +552,6 @@ def batch_to_proto(
         spec.batch_to_proto(msg, params, columns)
         return msg
     params = _unported(params)
-    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
-        return batch_to_proto(
-            campaign_id=campaign_id, batch_id=batch_id, params=params.inner, columns=columns
-        )
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("batch_id", batch_id, InvalidReportError)
     msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
@@ -585,8 +570,6 @@ def batch_to_proto(
         msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
     elif isinstance(params, NumericParams):
         _numeric_wire.batch_to_proto(msg, params, columns)
-    elif isinstance(params, _oracle_wire.SingleOracle):
-        _oracle_wire.batch_to_proto(msg, params, columns)
     elif isinstance(params, PairedParams):  # issue 5
         _paired_wire.batch_to_proto(msg, params, columns)
     else:
@@ -633,10 +616,6 @@ def report_to_proto(
         spec.report_to_proto(msg, params, report)
         return msg
     params = _unported(params)
-    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
-        return report_to_proto(
-            campaign_id=campaign_id, report_id=report_id, params=params.inner, report=report
-        )
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("report_id", report_id, InvalidReportError)
     msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
@@ -644,8 +623,6 @@ def report_to_proto(
         msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
     elif isinstance(params, NumericParams):
         _numeric_wire.report_to_proto(msg, params, report)
-    elif isinstance(params, _oracle_wire.SingleOracle):
-        _oracle_wire.report_to_proto(msg, params, report)
     elif isinstance(params, PairedParams):  # issue 5
         _paired_wire.report_to_proto(msg, params, report)
     else:
@@ -669,11 +646,9 @@ def report_from_proto(
 
     spec = registry.find(params)
     if spec is not None:
-        _check_report_header(msg, spec.wire.report, params.name, campaign_id)
+        _check_report_header(msg, spec.wire_names(params).report, params.name, campaign_id)
         return spec.report_from_proto(msg, params)  # type: ignore[no-any-return]
     params = _unported(params)
-    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
-        return report_from_proto(msg, params.inner, campaign_id=campaign_id)
     expected = _REPORT_FIELD[params.name]
     _check_report_header(msg, expected, params.name, campaign_id)
     if isinstance(params, RapporParams):
@@ -683,8 +658,6 @@ def report_from_proto(
         return np.array([msg.rappor.cohort], dtype=np.uint32), bits
     if isinstance(params, NumericParams):
         return _numeric_wire.report_from_proto(msg, params)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.report_from_proto(msg, params)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.report_from_proto(msg, params)
     return decode_bit_rows(getattr(msg, expected), 1, params.k, expected, name_row=False)
@@ -721,8 +694,6 @@ def batch_from_reports(
         check_count("reports", len(reports))
         return spec.batch_from_reports(params, reports)  # type: ignore[no-any-return]
     params = _unported(params)
-    if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
-        return batch_from_reports(params.inner, reports)
     n = len(reports)
     check_count("reports", n)
     if isinstance(params, RapporParams):
@@ -731,8 +702,6 @@ def batch_from_reports(
         return cohorts, _rows_array([b for _, b in pairs], params.num_bytes)
     if isinstance(params, NumericParams):
         return _numeric_wire.batch_from_reports(params, reports)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.batch_from_reports(params, reports)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.batch_from_reports(params, reports)
     return _rows_array(

@@ -166,7 +166,6 @@ def _run_numeric(
 
 def _oracle_notes(result: Any) -> None:
     """Issue 6: say which mechanism auto chose and why, and when the sum runner encoded every report."""
-    from ldp_client.params import FREQUENCY_ORACLE_TYPES
     from simulations.oracle_sampling import has_sum_sampler
 
     cfg = result.config
@@ -178,10 +177,10 @@ def _oracle_notes(result: Any) -> None:
         choice = auto_choice(epsilon=cfg.epsilon, domain=result.domain_size, fields=dict(cfg.param_fields))
         err.print(f"auto chose {choice.mechanism}: {choice.reason}", highlight=False, markup=False)
     params = result.params
-    if cfg.mode == "sum" and isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
+    if cfg.mode == "sum" and not has_sum_sampler(params):
         err.print(
-            f"note: {params.name} has no exact sum sampler (support counts are dependent through each "
-            "report's seed or subset): the sum mode encoded every report, as --mode report does",
+            f"note: {params.name} has no exact sum sampler (the sums of its reports cannot be drawn "
+            "directly): the sum mode encoded every report, as --mode report does",
             highlight=False,
             markup=False,
         )

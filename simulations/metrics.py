@@ -18,7 +18,6 @@ from numpy.typing import ArrayLike, NDArray
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import (
-    FREQUENCY_ORACLE_TYPES,
     BasicRapporParams,
     BooleanRapporParams,
     MechanismParams,
@@ -289,8 +288,6 @@ def _support_rates(params: MechanismParams) -> list[tuple[float, float]]:
         return [(params.q_star, params.p_star)]
     if isinstance(params, BooleanRapporParams):
         return [(params.q_star, params.p_star), (1.0 - params.p_star, 1.0 - params.q_star)]
-    if isinstance(params, FREQUENCY_ORACLE_TYPES):
-        return [(params.p_star, params.q_star)]
     return []
 
 

@@ -75,38 +75,28 @@ from numpy.typing import NDArray
 from ldp_aggregator.accumulators import (
     Accumulator,
     BitCountAccumulator,
-    CountAccumulator,
     accumulator_for,
     accumulator_from_sums,
     add_columns,
 )
 from ldp_aggregator.client_access import ClientAccess
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
-from ldp_aggregator.support import SupportCountAccumulator
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES, MultidimParams, NumericParams
 from ldp_client.params import (
     AUTO_MECHANISM,
-    FREQUENCY_ORACLE_TYPES,
     MECHANISM_NAMES,
     BasicRapporParams,
-    BLHParams,
     BooleanRapporParams,
-    FrequencyOracleParams,
-    HadamardParams,
     MechanismParams,
-    OLHParams,
-    OUEParams,
     PairedParams,
     RapporParams,
-    SetValuedParams,
-    SUEParams,
     UnportedParams,
     make_params,
 )
 from simulations.metrics import Metrics, compute_metrics
-from simulations.oracle_sampling import has_sum_sampler, sample_hr_counts, sample_ue_support
+from simulations.oracle_sampling import has_sum_sampler
 from simulations.populations import CategoricalPopulation, EmpiricalPopulation, parse_categorical_population
 from simulations.sampling import (
     basic_rappor_set_counts,
@@ -167,7 +157,6 @@ _MAX_USERS = 1 << 53  # counts stay exact in float64 estimators
 PILOT_USERS = 10**9
 # Issue 6: mechanisms whose sum runner falls back to encoding every report pilot with at most this many.
 _PER_REPORT_PILOT_USERS = 10**6
-_ORACLE_NAMES = frozenset(cls.name for cls in FREQUENCY_ORACLE_TYPES) | {"blh"}
 # Registered mechanisms without per-device state: one Reporter may stand for many simulated users.
 _STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state)
 _STATELESS_TEXT = " and ".join(", ".join(_STATELESS).rsplit(", ", 1))
@@ -459,8 +448,8 @@ def _build_params(config: SimulationConfig, domain_size: int) -> MechanismParams
             )
         takes_domain = spec.takes_domain
     else:
-        # Issue 6: the frequency oracles (and auto, which picks one) declare the domain as GRR does.
-        takes_domain = mech in ("basic-rappor", AUTO_MECHANISM) or mech in _ORACLE_NAMES
+        # Issue 6: auto (which picks a frequency oracle) declares the domain as the oracles do.
+        takes_domain = mech in ("basic-rappor", AUTO_MECHANISM)
     try:
         if spec is not None:
             return spec.make(  # type: ignore[no-any-return]
@@ -707,11 +696,7 @@ def _sum_repeat(
     n, d = prep.config.n_users, prep.domain_size
     counts = prep.population.sample_counts(n, d, rng)
     acc = accumulator_for(params)
-    if isinstance(params, OUEParams | SUEParams):  # issue 6: independent binomial support counts
-        acc += SupportCountAccumulator(*sample_ue_support(params, counts, rng))
-    elif isinstance(params, HadamardParams):  # issue 6: counts of reported indices (exact, O(d K))
-        acc += CountAccumulator(sample_hr_counts(params, counts, rng))
-    elif isinstance(params, RapporParams):
+    if isinstance(params, RapporParams):
         ones, reports = sample_rappor_counts(
             params,
             campaign_id=prep.config.campaign_id,
@@ -721,8 +706,6 @@ def _sum_repeat(
             position_table=position_table,
         )
         acc += BitCountAccumulator(reports, ones)
-    elif isinstance(params, FrequencyOracleParams):  # issue 6: unreachable, _run_sum runs them per report
-        raise SimulationError(f"internal: no exact sum sampler for {params.name}")
     elif isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
         raise SimulationError("internal: paired campaigns are simulated by simulations.association")
     else:
@@ -749,9 +732,6 @@ def _run_sum(
             if progress is not None:
                 progress(prep.config.n_users)
         return out
-    if isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
-        # Issue 6: olh, blh, ss and set-valued have no exact sufficient-statistic sampler; the CLI says so.
-        return _run_report(prep, seeds, progress)
     table = None
     if (
         isinstance(params, RapporParams)
@@ -787,14 +767,7 @@ def _encode_columns(
     if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
         raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
     from ldp_client.mechanisms.rappor import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
-    from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 
-    if isinstance(params, SetValuedParams):  # issue 6: each simulated user holds the set {value}
-        sets = np.full((values.shape[0], params.max_items), -1, dtype=np.int64)
-        sets[:, 0] = values
-        return SetValuedEncoder(params).encode_batch(sets, rng)
-    if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: oue, sue, olh, blh, ss, hr
-        return oracle_encoder(params).encode_batch(values, rng)
     if isinstance(params, RapporParams):
         return encode_batch_rappor(params, campaign_id=campaign_id, values=values, labels=labels, rng=rng)
     if isinstance(params, BasicRapporParams):
@@ -1223,12 +1196,6 @@ def _row_bytes(params: MechanismParams) -> int:
     if spec is not None:  # a registered mechanism: its journal row, an upper bound on its batch bytes
         return sum(f.width for f in spec.row_fields(params))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, SetValuedParams):  # issue 6: reports of the inner oracle
-        return _row_bytes(params.inner)
-    if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: olh a, b, bucket; hr an index; else d bits
-        if isinstance(params, OLHParams):
-            return 20
-        return 4 if isinstance(params, HadamardParams) else (params.domain.size + 7) // 8
     if isinstance(params, NumericParams):  # issue 6 (not run over gRPC; see prepare)
         return 8 * params.k if isinstance(params, MultidimParams) else 4
     if isinstance(params, RapporParams):
@@ -1376,8 +1343,6 @@ def required_users(pilot: SimulationResult, target_error: float, metric: ErrorMe
 _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
     cls.name: cls for cls in (RapporParams, BasicRapporParams, BooleanRapporParams)
 }
-_PARAM_CLASSES.update((cls.name, cls) for cls in FREQUENCY_ORACLE_TYPES)  # issue 6 (BLHParams: its own name)
-_PARAM_CLASSES["blh"] = BLHParams
 
 
 def _sweep_axes(mechanism: str) -> tuple[str, ...]:
@@ -1486,9 +1451,8 @@ def sweep(
             points.append(SweepPoint(value=value, result=simulate(cfg, progress=progress)))
             continue
         pilot_n = pilot_users
-        oracle = cfg.mechanism in _ORACLE_NAMES or cfg.mechanism == AUTO_MECHANISM
-        if oracle and not has_sum_sampler(prepare(cfg).params):
-            # Issue 6: without an exact sum sampler the pilot encodes every report: keep it affordable.
+        if not has_sum_sampler(prepare(cfg).params):
+            # Without an exact sum sampler the pilot encodes every report: keep it affordable.
             pilot_n = min(pilot_users, _PER_REPORT_PILOT_USERS)
         pilot = simulate(cfg.with_changes(mode="sum", n_users=pilot_n), progress=None)
         n_req, predicted = required_users(pilot, target_error, error_metric)

@@ -167,3 +167,21 @@ def test_modules_of_a_split_package_never_import_the_package_itself() -> None:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.ImportFrom) and node.level == 0:
                     assert node.module != package, f"{name} imports {package}"
+
+
+def test_no_import_cycle_through_auto_the_parameters_or_the_frequency_oracles() -> None:
+    """auto compares the registered specs without importing the parameter facade (which imports auto), and
+    the oracles' support counts and estimates go through their specs: no aggregator module of their own
+    sits in the accumulators/estimators knot."""
+    graph = _import_graph()
+    assert "ldp_client.params" not in graph["ldp_client.auto"]
+    assert "ldp_aggregator.oracles" not in graph, "the one pure-oracle estimator serves the oracles"
+    oracle_modules = {
+        "ldp_client.auto",
+        "ldp_client.params",
+        "ldp_client._oracle_choice",
+        "ldp_aggregator.support",
+        *(m for m in graph if m.startswith("ldp_client.mechanisms.")),
+    }
+    offending = [sorted(c) for c in _cycles() if c & oracle_modules]
+    assert offending == []

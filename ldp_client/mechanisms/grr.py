@@ -279,7 +279,8 @@ class GRRSpec(MechanismSpec[GRRParams]):
 
     Wire: ``Campaign.grr`` (domain, truth probability), ``ReportBatch.grr_indices`` (little-endian uint32,
     each < d), ``Report.grr_index``. Journal row: the u32 index. Accumulator: ``counts`` of size d. Items:
-    the domain's values; the report v supports v, with p* = p and q* = (1-p)/(d-1).
+    the domain's values; the report v supports v, with p* = p and q* = (1-p)/(d-1). ``auto`` compares it
+    (ceil(log2 d) bits per report).
     """
 
     name: ClassVar[str] = GRRParams.name
@@ -288,6 +289,7 @@ class GRRSpec(MechanismSpec[GRRParams]):
     wire: ClassVar[WireNames] = WireNames(campaign="grr", batch="grr_indices", report="grr_index")
     takes_domain: ClassVar[bool] = True
     epsilon_field: ClassVar[str | None] = "truth_probability"
+    chosen_by_auto: ClassVar[bool] = True
 
     def make(
         self, *, epsilon: float | None, domain: DomainLike | None, fields: dict[str, object]
@@ -321,6 +323,9 @@ class GRRSpec(MechanismSpec[GRRParams]):
 
     def params_from_proto(self, msg: campaign_pb2.GRRParams) -> GRRParams:
         return GRRParams(domain=domain_from_proto(msg.domain), truth_probability=msg.truth_probability)
+
+    def report_bits(self, params: GRRParams) -> int:
+        return _oracle_math.ceil_log2(params.domain.size)
 
     def encoder(
         self, params: GRRParams, *, campaign_id: str, secret: SecretSource | None

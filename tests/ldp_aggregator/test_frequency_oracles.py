@@ -24,7 +24,6 @@ from ldp_aggregator.accumulators import (
 )
 from ldp_aggregator.analysis import estimate_campaign, estimate_to_dict, estimate_to_proto
 from ldp_aggregator.estimators import NoReportsError, estimate_frequencies, pure_oracle_arrays
-from ldp_aggregator.oracles import estimate_oracle, fwht, hadamard_support, oracle_support
 from ldp_aggregator.support import (
     CorruptSupportAccumulatorError,
     SupportCountAccumulator,
@@ -33,7 +32,7 @@ from ldp_aggregator.support import (
 )
 from ldp_client import wire
 from ldp_client.errors import InvalidReportError
-from ldp_client.mechanisms.hr import in_support
+from ldp_client.mechanisms.hr import fwht, hadamard_support, in_support
 from ldp_client.mechanisms.olh import LocalHashEncoder, bucket_of
 from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 from ldp_client.params import (
@@ -258,9 +257,9 @@ def test_unbiased_variance_and_coverage(name: str) -> None:
 def test_estimate_refuses_empty_and_mismatched() -> None:
     params = OUEParams.from_epsilon(5, 1.0)
     with pytest.raises(NoReportsError):
-        estimate_oracle(params, accumulator_for(params))
+        estimate_frequencies(params, accumulator_for(params))
     with pytest.raises(InvalidReportError, match="accumulator"):
-        oracle_support(params, CountAccumulator.zero(5))
+        estimate_frequencies(params, CountAccumulator.zero(5))
 
 
 def test_estimate_campaign_has_labelled_postprocessing() -> None:

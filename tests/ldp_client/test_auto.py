@@ -88,3 +88,36 @@ def test_auto_reissues_only_the_chosen_quantization_warning() -> None:
         choice = choose_mechanism(64, 1.0)
     assert all(issubclass(w.category, PrivacyQuantizationWarning) for w in record)
     assert choice.params.epsilon <= 1.0
+
+
+def test_auto_iterates_the_specs_that_offer_themselves() -> None:
+    # The candidates come from the registry through the specs' hook, not from a table of names.
+    from ldp_client import registry
+
+    offered = tuple(s.name for s in registry.SPECS if s.chosen_by_auto)
+    assert AUTO_CANDIDATES == offered == ("grr", "oue", "sue", "olh", "blh", "ss", "hr")
+    assert not registry.spec_named("rr").chosen_by_auto
+    assert not registry.spec_named("set-valued").chosen_by_auto
+
+
+def test_the_comparison_asks_each_spec_for_its_variance_and_report_size() -> None:
+    from ldp_client._oracle_choice import compare
+    from ldp_client.mechanisms.grr import GRRSpec
+    from ldp_client.mechanisms.ss import SubsetSelectionSpec
+
+    class CheapGRR(GRRSpec):
+        """GRR claiming no variance: the comparison must take the spec's word for it."""
+
+        def variance(self, params: object, frequency: float = 0.0) -> float:
+            return 0.0
+
+    class SmallSS(SubsetSelectionSpec):
+        def report_bits(self, params: object) -> int:
+            return 1
+
+    choice, _ = compare([SubsetSelectionSpec(), CheapGRR()], 1024, 1.0, None)
+    assert choice.mechanism == "grr" and choice.variance == 0.0  # ss wins at d=1024 otherwise
+    # A budget of 8 bits admits only the spec that reports 1 bit.
+    choice, _ = compare([SmallSS(), GRRSpec()], 1024, 1.0, 8)
+    assert choice.mechanism == "ss" and choice.report_bits == 1
+    assert [c.mechanism for c in choice.candidates if not c.eligible] == ["grr"]

@@ -189,3 +189,44 @@ def test_reporter_journal_rows_round_trip(name: str) -> None:
     # The reporter turns rows into a batch without numpy (ldp_client._journal_rows); the server decodes it.
     msg = _journal_rows.batch_from_rows(campaign_id="c", batch_id="b", params=params, rows=rows)  # type: ignore[arg-type]
     _same_columns(wire.batch_from_proto(msg, params), wire.batch_from_reports(params, reports))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("inner", ["grr", "oue", "olh", "blh", "ss", "hr"])
+def test_set_valued_parameters_by_name_round_trip_exactly(inner: str) -> None:
+    from ldp_client import registry
+
+    spec = registry.spec_named("set-valued")
+    params = make_params(
+        "set-valued", epsilon=1.5, domain=["a", "b", "c", "d"], fields={"max_items": 3, "inner": inner}
+    )
+    args = spec.make_args(params)
+    # The inner oracle's own fields, not an epsilon that would have to rebuild the same thresholds.
+    assert args.epsilon is None and args.fields["inner"] == inner
+    assert all(k in ("max_items", "inner") or k.startswith("inner.") for k in args.fields)
+    text = {k: str(v) for k, v in args.fields.items()}  # as --param NAME=VALUE gives them
+    assert make_params("set-valued", domain=args.domain, fields=text) == params
+    assert spec.wire_names(params).batch == registry.spec_named(inner).wire.batch == wire.batch_field(params)
+
+
+def test_set_valued_inner_fields_are_checked() -> None:
+    params = make_params(
+        "set-valued",
+        domain=5,
+        fields={"max_items": 2, "inner": "olh", "inner.g": "5", "inner.truth_probability": "0.5"},
+    )
+    assert isinstance(params, SetValuedParams) and params.inner == OLHParams(
+        domain=7, g=5, truth_probability=0.5
+    )
+    # With epsilon the inner fields are those make_params takes with it (olh: g).
+    at_eps = make_params(
+        "set-valued", epsilon=2.0, domain=5, fields={"max_items": 2, "inner": "olh", "inner.g": 3}
+    )
+    assert isinstance(at_eps, SetValuedParams) and at_eps.inner == OLHParams.from_epsilon(7, 2.0, g=3)
+    with pytest.raises(InvalidParameterError, match=r"inner\.truth_probability"):
+        make_params(
+            "set-valued", domain=5, fields={"max_items": 2, "inner": "hr", "inner.truth_probability": 0.2}
+        )
+    with pytest.raises(InvalidParameterError, match="not auto"):
+        make_params("set-valued", domain=5, fields={"max_items": 2, "inner.truth_probability": 0.7})
+    with pytest.raises(InvalidParameterError, match="inner"):
+        make_params("set-valued", domain=5, fields={"max_items": 2, "inner": "rappor", "inner.k": 8})

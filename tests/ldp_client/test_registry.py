@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -12,7 +13,8 @@ from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRParams
 from ldp_client.mechanisms.rr import BinaryRRParams
-from ldp_client.params import MECHANISM_NAMES, RapporParams, make_params
+from ldp_client.params import MECHANISM_NAMES, RapporParams, UnportedParams, make_params
+from ldp_client.spec import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +28,21 @@ def test_lookups_find_the_registered_specs() -> None:
     # Not registered (yet): None from find, so the facades use their older code.
     assert registry.find(RapporParams()) is None
     assert registry.find_named("rappor") is None and registry.find_member("basic_rappor") is None
+
+
+ORACLES = ("oue", "sue", "olh", "blh", "ss", "hr", "set-valued")
+
+
+@pytest.mark.parametrize("name", ORACLES)
+def test_the_frequency_oracles_are_registered(name: str) -> None:
+    fields = {"max_items": 2, "inner": "hr"} if name == "set-valued" else {}
+    params = make_params(name, epsilon=1.0, domain=6, fields=fields)
+    spec = registry.spec_for(params)
+    assert spec is registry.spec_named(name) and spec.name == name == type(params).name
+    assert spec.kind is Kind.SUPPORT and spec.takes_domain
+    assert registry.spec_for_member(spec.wire.campaign) is spec
+    # Every layer reaches them through the spec: none is left to the facades' older code.
+    assert not isinstance(params, get_args(UnportedParams))
 
 
 def test_unknown_names_say_what_is_allowed() -> None:

@@ -767,3 +767,20 @@ def test_per_report_outputs_have_the_contract_types() -> None:
     assert 0 <= j < 16
     assert Domain.of(d).size == d
     assert len(os.urandom(1)) == 1
+
+
+@pytest.mark.parametrize(("d", "g"), [(2, 2), (3, 2), (6, 2), (3, 4), (5, 4), (3, 8)])
+def test_balanced_seed_sample_pairs_values_like_the_whole_family(d: int, g: int) -> None:
+    # The exhaustive checks condition local hashing on this seed sample: every value's bucket uniform, and
+    # any two values in one bucket for exactly 1/g of the seeds (the family's collision mass for g = 2**r).
+    seeds = olh_mod.balanced_seeds(d, g)
+    assert len(set(seeds)) == len(seeds)
+    assert all(0 <= a < 1 << 64 and 0 <= b < 1 << 64 for a, b in seeds)
+    assert hash_collision_mass(g) == Fraction(1, g)
+    buckets = [[bucket_of(a, b, x, g) for x in range(d)] for a, b in seeds]
+    for x in range(d):
+        assert Counter(row[x] for row in buckets) == dict.fromkeys(range(g), len(seeds) // g)
+        for v in range(x + 1, d):
+            assert Fraction(sum(row[x] == row[v] for row in buckets), len(seeds)) == Fraction(1, g)
+    with pytest.raises(InvalidParameterError, match="power of two"):
+        olh_mod.balanced_seeds(3, 3)
