@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from ldp_client import _oracle_math, privacy, registry
 from ldp_client._prob import (
@@ -34,17 +34,12 @@ from ldp_client.domain import require_domain as _require_domain
 from ldp_client.domain import take_field as _take
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRParams
+from ldp_client.mechanisms.numeric.duchi import DuchiParams
+from ldp_client.mechanisms.numeric.laplace import LaplaceParams
+from ldp_client.mechanisms.numeric.multidim import MultidimParams
+from ldp_client.mechanisms.numeric.piecewise import HybridParams, PiecewiseParams
+from ldp_client.mechanisms.numeric.sr import SRParams
 from ldp_client.mechanisms.rr import BinaryRRParams
-from ldp_client.numeric_params import (  # issue 6: numeric mechanisms (own module)
-    NUMERIC_PARAM_CLASSES,
-    DuchiParams,
-    HybridParams,
-    LaplaceParams,
-    MultidimParams,
-    PiecewiseParams,
-    SRParams,
-    make_numeric_params,
-)
 
 __all__ = [
     "AUTO_MECHANISM",
@@ -1027,12 +1022,6 @@ UnportedParams = (
     | SubsetSelectionParams
     | HadamardParams
     | SetValuedParams
-    | LaplaceParams
-    | DuchiParams
-    | PiecewiseParams
-    | HybridParams
-    | SRParams
-    | MultidimParams
     | PairedParams
 )
 """The parameters of mechanisms not yet registered in :mod:`ldp_client.registry`, which the facades still
@@ -1067,13 +1056,14 @@ _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
 }
 _PARAM_CLASSES.update((cls.name, cls) for cls in (OUEParams, SUEParams, OLHParams, BLHParams))
 _PARAM_CLASSES.update((cls.name, cls) for cls in (SubsetSelectionParams, HadamardParams, SetValuedParams))
-_PARAM_CLASSES.update((cls.name, cls) for cls in NUMERIC_PARAM_CLASSES)  # issue 6: numeric mechanisms
 _PARAM_CLASSES[PairedParams.name] = PairedParams  # issue 5: association (two variables per report)
 AUTO_MECHANISM = "auto"
 """Not a mechanism: ``make_params("auto", ...)`` returns the lowest-variance frequency oracle
 (:func:`ldp_client.auto.choose_mechanism`)."""
-MECHANISM_NAMES: tuple[str, ...] = registry.names() + tuple(_PARAM_CLASSES)
-"""Every mechanism ``make_params`` builds, in the order they are listed to users."""
+MECHANISM_NAMES: tuple[str, ...] = tuple(
+    sorted(registry.names() + tuple(_PARAM_CLASSES), key=get_args(MechanismName).index)
+)
+"""Every mechanism ``make_params`` builds, in the order they are listed to users (registered or not)."""
 
 
 def make_params(
@@ -1114,8 +1104,6 @@ def make_params(
         raise InvalidParameterError("mechanism", mechanism, f"one of {', '.join(MECHANISM_NAMES)}")
     if issubclass(cls, _FrequencyOracle):  # issue 6: oue, sue, olh, blh, ss, hr, set-valued
         return cls._make(epsilon=epsilon, domain=domain, fields=dict(fields or {}))  # type: ignore[return-value]
-    if cls in NUMERIC_PARAM_CLASSES:  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
-        return make_numeric_params(mechanism, epsilon=epsilon, domain=domain, fields=dict(fields or {}))
     # The RAPPOR variants: their init fields by name, never epsilon.
     return _make_by_fields(
         cls,

@@ -19,6 +19,11 @@ from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
+from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
+from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
+from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
+from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
+from ldp_client.mechanisms.numeric.sr import SPEC as SR_SPEC
 from ldp_client.mechanisms.rr import SPEC as RR_SPEC
 from ldp_client.spec import MechanismSpec
 
@@ -38,6 +43,12 @@ AnySpec = MechanismSpec[Any]
 SPECS: Final[tuple[AnySpec, ...]] = (
     RR_SPEC,
     GRR_SPEC,
+    LAPLACE_SPEC,
+    DUCHI_SPEC,
+    PIECEWISE_SPEC,
+    HYBRID_SPEC,
+    SR_SPEC,
+    MULTIDIM_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users."""
 

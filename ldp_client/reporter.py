@@ -202,11 +202,9 @@ from ldp_client.errors import (
     LdpError,
     StateFileError,
 )
-from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import PairedEncoder
 from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
 from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
-from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
     BooleanRapporParams,
@@ -623,8 +621,6 @@ def encoder_for(
                 "secret", None, f"a ClientSecret (the {params.name} mechanism needs one)"
             )
         return spec.encoder(params, campaign_id=campaign_id, secret=secret)
-    if isinstance(params, NumericParams):  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
-        return numeric_encoder(params).encode
     if isinstance(params, SetValuedParams):  # issue 6: a set of values per report
         return SetValuedEncoder(params).encode
     if isinstance(params, _oracle_wire.SingleOracle):  # issue 6: oue, sue, olh, blh, ss, hr
