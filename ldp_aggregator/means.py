@@ -152,8 +152,8 @@ def _bound_variance(design: MeanDesign, scale: float, lo: float, hi: float) -> f
     """An upper bound on Var(z) for one user (used only when n < 2: no sample variance exists)."""
     span = hi - lo
     if scale == 1.0:
-        return span * span * (design.max_variance_s + 0.25)
-    return scale * (span * span * design.max_variance_s + max(lo * lo, hi * hi))
+        return span * span * (design.max_variance_s() + 0.25)
+    return scale * (span * span * design.max_variance_s() + max(lo * lo, hi * hi))
 
 
 def _as_float(q: Fraction) -> float:
@@ -184,7 +184,26 @@ def estimate_moments(
         InvalidParameterError: bad confidence or population size (N < n).
         NoReportsError: no users reported.
     """
-    z = normal_quantile(confidence)
+    return _estimate(
+        moments,
+        normal_quantile(confidence),
+        mechanism=mechanism,
+        epsilon=epsilon,
+        confidence=confidence,
+        population_size=population_size,
+    )
+
+
+def _estimate(
+    moments: Moments,
+    z: float,
+    *,
+    mechanism: str,
+    epsilon: float,
+    confidence: float,
+    population_size: int | None,
+) -> MeansEstimate:
+    """:func:`estimate_moments` with the interval's quantile ``z`` already computed."""
     n = moments.n
     if n == 0:
         raise NoReportsError(0)
@@ -249,11 +268,12 @@ def estimate_means(
         InvalidReportError: ``acc`` does not belong to ``params``.
         NoReportsError: the accumulator is empty.
     """
-    normal_quantile(confidence)  # the request is checked before the data
+    z = normal_quantile(confidence)  # the request is checked before the data
     spec = _mean_spec(params)
     check_matches(acc, params)
-    return estimate_moments(
+    return _estimate(
         spec.moments(params, acc),
+        z,
         mechanism=params.name,
         epsilon=params.epsilon,
         confidence=confidence,

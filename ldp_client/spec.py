@@ -289,14 +289,15 @@ class MeanDesign:
         scale: D/k, exactly.
         variance_s: Var(s_hat | s) of one reported attribute at positions s = (x - lo)/(hi - lo) in [0, 1]
             (numpy in, numpy out; position units: times (hi - lo)^2 for the value's).
-        max_variance_s: its largest value over s (it bounds one user's variance when n < 2).
+        max_variance_s: a function returning its largest value over s, which bounds one user's variance
+            when n < 2 (a function: the estimator needs it that rarely, and it costs a little to compute).
     """
 
     labels: tuple[str, ...]
     ranges: tuple[tuple[float, float], ...]
     scale: Fraction
     variance_s: Callable[[ArrayLike], NDArray[np.float64]]
-    max_variance_s: float
+    max_variance_s: Callable[[], float]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

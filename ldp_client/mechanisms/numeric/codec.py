@@ -460,7 +460,7 @@ class OneDimSpec(MechanismSpec[P1]):
             ranges=((params.lo, params.hi),),
             scale=Fraction(1),
             variance_s=params.variance_s,
-            max_variance_s=params.max_variance_s,
+            max_variance_s=lambda: params.max_variance_s,
         )
 
     def moments(self, params: P1, acc: MomentsView) -> Moments:

@@ -633,7 +633,7 @@ class MultidimSpec(MechanismSpec[MultidimParams]):
             ranges=params.ranges,
             scale=Fraction(params.d, params.k),
             variance_s=base.variance_s,
-            max_variance_s=base.max_variance_s,
+            max_variance_s=lambda: base.max_variance_s,
         )
 
     def moments(self, params: MultidimParams, acc: MomentsView) -> Moments:
