@@ -1060,10 +1060,15 @@ _PARAM_CLASSES[PairedParams.name] = PairedParams  # issue 5: association (two va
 AUTO_MECHANISM = "auto"
 """Not a mechanism: ``make_params("auto", ...)`` returns the lowest-variance frequency oracle
 (:func:`ldp_client.auto.choose_mechanism`)."""
+_NAME_ORDER: tuple[str, ...] = get_args(MechanismName)
 MECHANISM_NAMES: tuple[str, ...] = tuple(
-    sorted(registry.names() + tuple(_PARAM_CLASSES), key=get_args(MechanismName).index)
+    sorted(
+        registry.names() + tuple(_PARAM_CLASSES),
+        key=lambda n: _NAME_ORDER.index(n) if n in _NAME_ORDER else len(_NAME_ORDER),
+    )
 )
-"""Every mechanism ``make_params`` builds, in the order they are listed to users (registered or not)."""
+"""Every mechanism ``make_params`` builds, in the order they are listed to users (``MechanismName``'s, then
+any other registered one in registry order), whether registered or not yet."""
 
 
 def make_params(

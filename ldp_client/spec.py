@@ -327,8 +327,9 @@ class SumSampler(Protocol):
     """Exact sampling of a batch's sums for ``true_counts[v]`` users holding each value v (simulation).
 
     Returns the sums in the form of the spec's :class:`Layout` (counts: the count of each reported value;
-    bits: ``(cohort_reports, ones)``; support: ``(n, support)``), drawn with the seeded ``rng`` so that they
-    have exactly the law of the sums of one report per user.
+    bits: ``(cohort_reports, ones)``; support: ``(n, support)``; moments: ``(shape, users, counts, s1, s2,
+    special_counts)``, the layout's shape first since sums of codes do not tell their range), drawn with the
+    seeded ``rng`` so that they have exactly the law of the sums of one report per user.
     """
 
     def __call__(

@@ -7,10 +7,12 @@ For simulation only: every draw comes from ``numpy.random.Generator`` objects se
 What runs (``ldp-sim run --mechanism piecewise --population normal:0,0.5 --epsilon 1 --users 100000``):
 each repeat draws the users' values chunk by chunk from a numeric population
 (:func:`simulations.populations.parse_numeric_population`: ``normal:MU,SIGMA[,LO,HI]`` truncated, or
-``uniform-num:LO,HI``), encodes them with the mechanism's batch encoder, adds each chunk of codes to a
+``uniform-num:LO,HI``), encodes them with the mechanism's batch encoder (``spec.encode_values`` of its
+spec in :mod:`ldp_client.registry`, kind MEAN), adds each chunk of codes to a
 :class:`~ldp_aggregator.means.MeanAccumulator` with ``add_columns`` exactly as the server ingests a batch,
-and reads :func:`~ldp_aggregator.means.estimate_means`. For ``multidim`` every one of the D = ``--domain``
-attributes (default 2) is drawn independently from the same population.
+and reads :func:`~ldp_aggregator.means.estimate_means`. For a mechanism that takes a domain (``multidim``)
+every one of the D = ``--domain`` attributes (default 2) is drawn independently from the same population.
+Ranges, labels, the D/k scale and the mechanism's variance come from the spec's ``mean_design``.
 
 Modes: ``report`` is the above. ``sum`` runs the same per-report path: no exact sampler of the numeric
 sufficient statistics (sums of codes and of squared codes over a population) is simple for piecewise,
@@ -20,9 +22,11 @@ in-process one on a temporary SQLite file, or ``--server``) over ``Collector.Sub
 means from ``Analyst.GetEstimate``: for a seed it gives the estimates of ``report`` (same draws, same
 sufficient statistics) when ``--batch-size`` equals ``--chunk-size``, the users per draw of each mode.
 
-Parameters: ``--epsilon`` is required; the range is the population's [LO, HI] unless ``--param lo=``
-and ``--param hi=`` (or, for multidim, ``--param ranges=lo:hi,...``) say otherwise; other fields as
-:func:`ldp_client.params.make_params` takes them (``grid``, ``cells``, ``out_of_range``, ``base``, ``k``).
+Parameters: ``--epsilon``, or the mechanism's own fields as :func:`ldp_client.params.make_params` takes
+them without it (``low_probability``, ``decay``, ...; a range alone is not enough); the range is the
+population's [LO, HI] unless ``--param lo=`` and ``--param hi=`` (or, for multidim, ``--param
+ranges=lo:hi,...``) say otherwise; other fields as make_params takes them (``grid``, ``cells``,
+``out_of_range``, ``base``, ``k``).
 
 Truth and metrics. The target of the estimator is the mean of the population the users are drawn from,
 known exactly (:attr:`~simulations.populations.NumericPopulation.mean`); the interval's coverage is
