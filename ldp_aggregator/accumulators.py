@@ -7,7 +7,8 @@ PipelineDP's accumulators).
 A mechanism registered in :mod:`ldp_client.registry` names its accumulator by *layout*
 (:class:`ldp_client.spec.Layout`): :data:`LAYOUT_ACCUMULATORS` maps the layout kind to the class
 (``counts`` -> :class:`CountAccumulator`, ``bits`` -> :class:`BitCountAccumulator`, ``support`` ->
-:class:`~ldp_aggregator.support.SupportCountAccumulator`), and every function below creates, checks and
+:class:`~ldp_aggregator.support.SupportCountAccumulator`, ``moments`` ->
+:class:`~ldp_aggregator.moments.MeanAccumulator`), and every function below creates, checks and
 feeds such a campaign's accumulator through that table and the spec (``spec.layout(params)``,
 ``spec.layout_batch(params, columns)``), never by mechanism. Mechanisms not yet registered are still handled
 by the older code below the registry lookup of each function. The two layouts defined here:
@@ -46,13 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast
 
 import numpy as np
 
-from ldp_aggregator.means import (
-    MEAN_MAGIC,
-    MeanAccumulator,
-    add_numeric_columns,
-    check_mean_accumulator,
-    mean_accumulator_for,
-)
+from ldp_aggregator.moments import MEAN_MAGIC, MeanAccumulator
 from ldp_aggregator.paired_accumulator import (
     PAIRED_MAGIC,
     PairedAccumulator,
@@ -63,7 +58,6 @@ from ldp_aggregator.paired_accumulator import (
 from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
-from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     MAX_COHORTS,
     MAX_DOMAIN_SIZE,
@@ -691,7 +685,7 @@ class BitCountAccumulator:
 Accumulator = (
     CountAccumulator | BitCountAccumulator | MeanAccumulator | SupportCountAccumulator | PairedAccumulator
 )
-"""MeanAccumulator (numeric mechanisms, issue 6) is defined in :mod:`ldp_aggregator.means`, with its own
+"""MeanAccumulator (numeric mechanisms, issue 6) is defined in :mod:`ldp_aggregator.moments`, with its own
 magic b"LDPM" and format; SupportCountAccumulator (frequency oracles, issue 6) in
 :mod:`ldp_aggregator.support`, with magic b"LDPS"; PairedAccumulator (paired campaigns, issue 5) in
 :mod:`ldp_aggregator.paired_accumulator`, with magic b"LDPP"."""
@@ -718,7 +712,8 @@ class LayoutAccumulator(Protocol):
 
 
 LAYOUT_ACCUMULATORS: Final[dict[str, type[LayoutAccumulator]]] = {
-    cls.layout_kind: cls for cls in (CountAccumulator, BitCountAccumulator, SupportCountAccumulator)
+    cls.layout_kind: cls
+    for cls in (CountAccumulator, BitCountAccumulator, SupportCountAccumulator, MeanAccumulator)
 }
 """The accumulator class of each layout kind (:class:`ldp_client.spec.Layout`)."""
 
@@ -770,8 +765,6 @@ def accumulator_for(params: MechanismParams) -> Accumulator:
         layout = spec.layout(params)
         return cast(Accumulator, _layout_class(layout).of_shape(layout.shape))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
-        return mean_accumulator_for(params)
     if isinstance(params, PairedParams):  # issue 5: both sides' accumulators (and joint patterns)
         return paired_accumulator_for(params)
     cls, shape = _expected_shape(params)
@@ -791,9 +784,6 @@ def accumulator_nbytes(params: MechanismParams) -> int:
     if spec is not None:  # a registered mechanism: its layout says
         return spec.layout(params).nbytes
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # a few exact integers per attribute (ldp_aggregator.means)
-        attributes = getattr(params, "d", 1)
-        return 256 + 64 * attributes * (3 + len(params.layout.special_codes))
     if isinstance(params, PairedParams):  # both sides, and their joint pattern counts when kept
         joint_shape = _joint_shape(params)
         joint = 0 if joint_shape is None else joint_shape[0] * joint_shape[1]
@@ -818,14 +808,11 @@ def check_matches(acc: Accumulator, params: MechanismParams) -> None:
             if isinstance(acc, expected) and actual == layout.shape:
                 return
             value = f"{type(acc).__name__} of shape {actual}"
-        else:  # numeric or paired, for a campaign of another layout
+        else:  # paired, for a campaign of another layout
             value = repr(acc)
         allowed = f"a {expected.__name__} of shape {layout.shape} for mechanism {params.name!r}"
         raise InvalidReportError("accumulator", value, allowed)
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
-        check_mean_accumulator(acc, params)
-        return
     if isinstance(params, PairedParams):  # issue 5
         check_paired(acc, params)
         return
@@ -862,9 +849,6 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
         cast(LayoutAccumulator, acc).add_batch(spec.layout_batch(params, columns))
         return
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
-        add_numeric_columns(check_mean_accumulator(acc, params), params, columns)
-        return
     if isinstance(params, PairedParams):  # issue 5: (first columns, second columns)
         check_paired(acc, params).add_columns(params, columns)
         return

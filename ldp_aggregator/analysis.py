@@ -26,7 +26,6 @@ from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_client import registry, wire
 from ldp_client.errors import InvalidParameterError
-from ldp_client.numeric_params import NumericParams
 from ldp_client.params import PairedParams, RapporParams, UnportedParams
 from ldp_client.spec import Kind, MechanismSpec
 
@@ -90,19 +89,7 @@ def estimate_campaign(
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     frequencies: FrequencyEstimate | None = None
     bits: RapporBitEstimate | None = None
-    means: MeansEstimate | None = None
-    if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
-        if candidates:
-            raise InvalidParameterError(
-                "candidates", list(candidates)[:3], f"none for mechanism {params.name}"
-            )
-        if not isinstance(acc, MeanAccumulator):
-            raise InvalidParameterError(
-                "accumulator", type(acc).__name__, f"a mean accumulator for {params.name}"
-            )
-        if acc.n > 0:
-            means = estimate_means(params, acc, confidence=conf, population_size=population_size)
-    elif population_size:
+    if population_size:
         raise InvalidParameterError(
             "population_size",
             population_size,
@@ -145,7 +132,6 @@ def estimate_campaign(
         confidence=conf,
         frequencies=frequencies,
         rappor_bits=bits,
-        means=means,
         postprocessed=extra,
     )
 
@@ -184,11 +170,46 @@ def _support_estimate(
     )
 
 
+def _mean_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+) -> CampaignEstimate:
+    """Kind MEAN: the mean and sum of every attribute (:func:`~ldp_aggregator.means.estimate_means`; the
+    sum over ``population_size`` devices, default the number of reports); no candidates."""
+    params = info.params
+    if candidates:
+        raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {params.name}")
+    if not isinstance(acc, MeanAccumulator):
+        raise InvalidParameterError(
+            "accumulator", type(acc).__name__, f"a mean accumulator for {params.name}"
+        )
+    means = (
+        estimate_means(params, acc, confidence=confidence, population_size=population_size)
+        if acc.n > 0
+        else None
+    )
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=None,
+        rappor_bits=None,
+        means=means,
+    )
+
+
 _EstimateFn = Callable[
     [MechanismSpec[Any], wire.CampaignInfo, Accumulator, Sequence[str], float, "int | None"], CampaignEstimate
 ]
 # What an analyst gets for a registered mechanism, by its kind (ldp_client.spec.Kind).
-_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {Kind.SUPPORT: _support_estimate}
+_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {Kind.SUPPORT: _support_estimate, Kind.MEAN: _mean_estimate}
 
 
 def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:

@@ -29,7 +29,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -39,9 +38,9 @@ from ldp_aggregator.accumulators import (
     BitCountAccumulator,
     check_matches,
 )
+from ldp_aggregator.estimation import NoReportsError, normal_quantile
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
-from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
     PairedParams,
@@ -76,13 +75,6 @@ __all__ = [
 _RANK_RTOL = 1e-10
 # How many colliding / dependent candidates an error message lists before eliding the rest.
 _MAX_NAMED = 10
-
-
-class NoReportsError(InvalidReportError):
-    """An estimate was requested from an accumulator with no reports (n_reports = 0)."""
-
-    def __init__(self, n: int = 0) -> None:
-        super().__init__("n_reports", n, "at least 1 report (the accumulator is empty)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,18 +131,6 @@ class RapporBitEstimate:
     cohort_reports: NDArray[np.int64]
     counts: NDArray[np.float64]
     std_errors: NDArray[np.float64]
-
-
-def normal_quantile(confidence: float) -> float:
-    """z with P(|Z| <= z) = confidence for a standard normal Z (two-sided)."""
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not math.isfinite(confidence)
-        or not 0.0 < confidence < 1.0
-    ):
-        raise InvalidParameterError("confidence", confidence, "a number in (0, 1), e.g. 0.95")
-    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
 def _check_rates(p_star: float, q_star: float) -> tuple[float, float]:
@@ -411,10 +391,6 @@ def estimate_frequencies(
             spec.support(params, acc), mechanism=params.name, epsilon=params.epsilon, confidence=confidence
         )
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6: means, not frequencies
-        raise InvalidParameterError(
-            "params", params.name, "a frequency mechanism (numeric ones: ldp_aggregator.means.estimate_means)"
-        )
     if isinstance(params, RapporParams):
         raise InvalidParameterError(
             "params",

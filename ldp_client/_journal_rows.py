@@ -41,7 +41,6 @@ from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.codecs import RowField
 from ldp_client.errors import InvalidReportError
-from ldp_client.numeric_params import MultidimParams, NumericParams
 from ldp_client.params import (
     BasicRapporParams,
     BooleanRapporParams,
@@ -59,8 +58,6 @@ __all__ = [
     "rows_from_batch",
 ]
 
-# One-bit codes: a u32 code of 0 or 1 per row, packed 8 per byte on the wire (ldp_client._numeric_wire).
-_PACKED_NUMERIC = ("duchi", "sr")
 # bytes 0/1 <-> ASCII '0'/'1', to pack and unpack bits with int() and format() instead of a loop.
 _TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")
 _FROM_ASCII = bytes.maketrans(b"01", b"\x00\x01")
@@ -87,11 +84,6 @@ def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowFi
             RowField((*prefix, field, "cohorts"), 4),
             RowField((*prefix, field, "bits"), params.num_bytes),
         ]
-    if isinstance(params, MultidimParams):
-        pair = [RowField((field, "attributes"), 4), RowField((field, "codes"), 4)]
-        return pair * params.k
-    if isinstance(params, NumericParams):
-        return [RowField((field,), 4, packed=params.name in _PACKED_NUMERIC)]
     if isinstance(params, BasicRapporParams | BooleanRapporParams):
         return [RowField((*prefix, field), params.num_bytes)]
     raise InvalidReportError("params", type(params).__name__, "the parameters of a known mechanism")
@@ -108,10 +100,6 @@ def row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
     if spec is not None:
         return spec.row_packer(params)
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, MultidimParams):
-        return lambda r: b"".join(a.to_bytes(4, "little") + c.to_bytes(4, "little") for a, c in r)
-    if isinstance(params, NumericParams):
-        return lambda r: r.to_bytes(4, "little")
     if isinstance(params, PairedParams):  # a PairedReport's two rows, first then second
         pack_first, pack_second = row_packer(params.first), row_packer(params.second)
         return lambda r: pack_first(r.first) + pack_second(r.second)
@@ -235,11 +223,6 @@ def _row_unpacker(params: MechanismParams) -> Callable[[bytes], Any]:
         return lambda row: (first(row[:cut]), second(row[cut:]))
     if isinstance(params, RapporParams):
         return lambda row: _CohortBits(int.from_bytes(row[:4], "little"), int.from_bytes(row[4:], "little"))
-    if isinstance(params, MultidimParams):
-        return lambda row: [
-            (int.from_bytes(row[i : i + 4], "little"), int.from_bytes(row[i + 4 : i + 8], "little"))
-            for i in range(0, len(row), 8)
-        ]
     return lambda row: int.from_bytes(row, "little")
 
 

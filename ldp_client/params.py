@@ -27,6 +27,11 @@ from ldp_client.domain import pair_rounding_note as _pair_rounding_note
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRParams
 from ldp_client.mechanisms.hr import HadamardParams
+from ldp_client.mechanisms.numeric.duchi import DuchiParams
+from ldp_client.mechanisms.numeric.laplace import LaplaceParams
+from ldp_client.mechanisms.numeric.multidim import MultidimParams
+from ldp_client.mechanisms.numeric.piecewise import HybridParams, PiecewiseParams
+from ldp_client.mechanisms.numeric.sr import SRParams
 from ldp_client.mechanisms.olh import BLHParams, OLHParams
 from ldp_client.mechanisms.rr import BinaryRRParams
 from ldp_client.mechanisms.sets import (
@@ -38,16 +43,6 @@ from ldp_client.mechanisms.sets import (
 )
 from ldp_client.mechanisms.ss import SubsetSelectionParams
 from ldp_client.mechanisms.ue import OUEParams, SUEParams
-from ldp_client.numeric_params import (  # issue 6: numeric mechanisms (own module)
-    NUMERIC_PARAM_CLASSES,
-    DuchiParams,
-    HybridParams,
-    LaplaceParams,
-    MultidimParams,
-    PiecewiseParams,
-    SRParams,
-    make_numeric_params,
-)
 
 __all__ = [
     "AUTO_MECHANISM",
@@ -441,12 +436,6 @@ UnportedParams = (
     RapporParams
     | BasicRapporParams
     | BooleanRapporParams
-    | LaplaceParams
-    | DuchiParams
-    | PiecewiseParams
-    | HybridParams
-    | SRParams
-    | MultidimParams
     | PairedParams
 )
 """The parameters of mechanisms not yet registered in :mod:`ldp_client.registry`, which the facades still
@@ -479,20 +468,19 @@ MechanismName = Literal[
 _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
     cls.name: cls for cls in (RapporParams, BasicRapporParams, BooleanRapporParams)
 }
-_PARAM_CLASSES.update((cls.name, cls) for cls in NUMERIC_PARAM_CLASSES)  # issue 6: numeric mechanisms
 _PARAM_CLASSES[PairedParams.name] = PairedParams  # issue 5: association (two variables per report)
 AUTO_MECHANISM = "auto"
 """Not a mechanism: ``make_params("auto", ...)`` returns the lowest-variance frequency oracle
 (:func:`ldp_client.auto.choose_mechanism`)."""
-_LISTED: tuple[str, ...] = get_args(MechanismName)
-# Registered or not yet, in the order of MechanismName (that of the ldp.v1 Campaign oneof); others last.
+_NAME_ORDER: tuple[str, ...] = get_args(MechanismName)
 MECHANISM_NAMES: tuple[str, ...] = tuple(
     sorted(
         registry.names() + tuple(_PARAM_CLASSES),
-        key=lambda n: _LISTED.index(n) if n in _LISTED else len(_LISTED),
+        key=lambda n: _NAME_ORDER.index(n) if n in _NAME_ORDER else len(_NAME_ORDER),
     )
 )
-"""Every mechanism ``make_params`` builds, in the order they are listed to users."""
+"""Every mechanism ``make_params`` builds, in the order they are listed to users (``MechanismName``'s, then
+any other registered one in registry order), whether registered or not yet."""
 
 
 def make_params(
@@ -529,8 +517,6 @@ def make_params(
     cls = _PARAM_CLASSES.get(mechanism)
     if cls is None:
         raise InvalidParameterError("mechanism", mechanism, f"one of {', '.join(MECHANISM_NAMES)}")
-    if cls in NUMERIC_PARAM_CLASSES:  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
-        return make_numeric_params(mechanism, epsilon=epsilon, domain=domain, fields=dict(fields or {}))
     # The RAPPOR variants: their init fields by name, never epsilon.
     return _make_by_fields(
         cls,

@@ -20,6 +20,11 @@ from typing import Any, Final
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
+from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
+from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
+from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
+from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
+from ldp_client.mechanisms.numeric.sr import SPEC as SR_SPEC
 from ldp_client.mechanisms.olh import BLH_SPEC, OLH_SPEC
 from ldp_client.mechanisms.rr import SPEC as RR_SPEC
 from ldp_client.mechanisms.sets import SPEC as SET_VALUED_SPEC
@@ -50,6 +55,12 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     SS_SPEC,
     HR_SPEC,
     SET_VALUED_SPEC,
+    LAPLACE_SPEC,
+    DUCHI_SPEC,
+    PIECEWISE_SPEC,
+    HYBRID_SPEC,
+    SR_SPEC,
+    MULTIDIM_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users."""
 

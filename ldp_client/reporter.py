@@ -202,10 +202,8 @@ from ldp_client.errors import (
     LdpError,
     StateFileError,
 )
-from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import PairedEncoder
 from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
-from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     BasicRapporParams,
     BooleanRapporParams,
@@ -621,8 +619,6 @@ def encoder_for(
                 "secret", None, f"a ClientSecret (the {params.name} mechanism needs one)"
             )
         return spec.encoder(params, campaign_id=campaign_id, secret=secret)
-    if isinstance(params, NumericParams):  # issue 6: laplace, duchi, piecewise, hybrid, sr, multidim
-        return numeric_encoder(params).encode
     if not isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
         raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
     if secret is None:

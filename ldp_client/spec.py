@@ -44,7 +44,7 @@ from ldp_client.codecs import RowField
 if TYPE_CHECKING:
     import numpy as np
     from google.protobuf.message import Message
-    from numpy.typing import NDArray
+    from numpy.typing import ArrayLike, NDArray
 
     from ldp_client._proto.ldp.v1 import reports_pb2
     from ldp_client.domain import DomainLike
@@ -58,7 +58,10 @@ __all__ = [
     "Layout",
     "LayoutKind",
     "MakeArgs",
+    "MeanDesign",
     "MechanismSpec",
+    "Moments",
+    "MomentsView",
     "ParamsLike",
     "Rates",
     "RowField",
@@ -104,7 +107,10 @@ class Layout:
     bits     (m, k)       ``(cohorts, bits)``: cohorts an integer array (n,) in [0, m), or None when m = 1;
                           bits uint8 (n, ceil(k/8)) packed in little bit order, zero padding
     support  (size,)      ``(n, support)``: the number of reports and, per item, how many support it
-    moments  see spec     defined with the numeric mechanisms' port
+    moments  (A, C, s...) ``(codes, attributes, users)``: r integer codes in [0, C) (1-D), the attribute in
+                          [0, A) each code is about (1-D, same shape) or None when A = 1, and how many
+                          users sent the r reports (None: one report per user); codes s... (sorted) are
+                          counted apart, the others summed exactly (count, sum c, sum c^2 per attribute)
     paired   see spec     defined with the paired mechanisms' port
     ======== ============ ===============================================================================
 
@@ -112,12 +118,15 @@ class Layout:
         kind: the layout; the aggregator creates and feeds accumulators through a table keyed by it.
         shape: as in the table.
         nbytes: the serialized size of the empty accumulator, for the service's max_accumulator_bytes check
-            (computed without allocating anything).
+            (computed without allocating anything); for a layout that ``grows``, a bound on its size.
+        grows: the byte form grows with the sums it holds (``moments``: exact integers of any size), so
+            ``nbytes`` bounds it at any realistic number of reports instead of being its empty size.
     """
 
     kind: LayoutKind
     shape: tuple[int, ...]
     nbytes: int
+    grows: bool = False
 
     @classmethod
     def counts(cls, size: int) -> Layout:
@@ -134,15 +143,25 @@ class Layout:
         """The number of reports and, for each of ``size`` items, the reports that support it."""
         return cls("support", (size,), 8 * size + _ACCUMULATOR_OVERHEAD)
 
+    @classmethod
+    def moments(cls, attributes: int, num_codes: int, special_codes: Sequence[int] = ()) -> Layout:
+        """Exact sums of integer codes per attribute (``attributes`` of them, codes in [0, num_codes),
+        ``special_codes`` counted apart). Its integers grow without bound: ``nbytes`` allows 64 bytes for
+        each of them (3 sums and one count per special code, per attribute) and 256 for the headers."""
+        specials = tuple(special_codes)
+        nbytes = 256 + 64 * attributes * (3 + len(specials))
+        return cls("moments", (attributes, num_codes, *specials), nbytes, grows=True)
+
 
 LAYOUT_SUMS: dict[LayoutKind, tuple[str, ...]] = {
     "counts": ("counts",),
     "bits": ("cohort_reports", "ones"),
     "support": ("reports", "support"),
+    "moments": ("users", "counts", "s1", "s2", "special_counts"),
 }
 """The sums each layout's accumulator holds: the attributes its view protocol shows (:class:`CountsView`,
-:class:`BitsView`, :class:`SupportView`), in the order a :class:`SumSampler` returns them (one field: the
-array itself; several: a tuple)."""
+:class:`BitsView`, :class:`SupportView`, :class:`MomentsView`), in the order a :class:`SumSampler` returns
+them (one field: the array itself; several: a tuple)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +251,75 @@ class SupportView(Protocol):
     def n(self) -> int: ...
 
 
+class MomentsView(Protocol):
+    """What a ``moments`` accumulator shows: ``users`` users, and per attribute a: ``counts[a]`` regular
+    reports, ``s1[a]`` and ``s2[a]`` the exact sums of their codes and squared codes, and
+    ``special_counts[a][j]`` the reports of the j-th special code."""
+
+    @property
+    def users(self) -> int: ...
+
+    @property
+    def counts(self) -> Sequence[int]: ...
+
+    @property
+    def s1(self) -> Sequence[int]: ...
+
+    @property
+    def s2(self) -> Sequence[int]: ...
+
+    @property
+    def special_counts(self) -> Sequence[Sequence[int]]: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MeanDesign:
+    """What the means estimator and the simulator need of a Kind.MEAN campaign's parameters.
+
+    A user holds one real value per attribute; a report carries unbiased estimates of some of them (a user
+    reports k of its D attributes: ``scale`` = D/k, and 1 in one dimension). The estimate of a user's
+    attribute is z = scale * x_hat when the report carries it and 0 otherwise, unbiased for the value
+    (Wang et al., ICDE 2019).
+
+    Attributes:
+        labels: one per attribute ("value" in one dimension, "0".."D-1").
+        ranges: the declared (lo, hi) of each attribute.
+        scale: D/k, exactly.
+        variance_s: Var(s_hat | s) of one reported attribute at positions s = (x - lo)/(hi - lo) in [0, 1]
+            (numpy in, numpy out; position units: times (hi - lo)^2 for the value's).
+        max_variance_s: a function returning its largest value over s, which bounds one user's variance
+            when n < 2 (a function: the estimator needs it that rarely, and it costs a little to compute).
+    """
+
+    labels: tuple[str, ...]
+    ranges: tuple[tuple[float, float], ...]
+    scale: Fraction
+    variance_s: Callable[[ArrayLike], NDArray[np.float64]]
+    max_variance_s: Callable[[], float]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Moments:
+    """Exact sums of the per-report estimates x_hat of each attribute: all the means estimator needs.
+
+    Attributes:
+        design: the campaign's :class:`MeanDesign`.
+        n: users who reported.
+        reports: per attribute, the reports that carried it.
+        sum_x: per attribute, the exact sum of x_hat over those reports.
+        sum_x2: per attribute, the exact sum of x_hat^2 over them.
+    """
+
+    design: MeanDesign
+    n: int
+    reports: tuple[int, ...]
+    sum_x: tuple[Fraction, ...]
+    sum_x2: tuple[Fraction, ...]
+
+
 SecretSource: TypeAlias = "ClientSecret | Callable[[], ClientSecret]"
 """The device's client secret, or a function returning it (called only by mechanisms that need one)."""
 
@@ -240,8 +328,9 @@ class SumSampler(Protocol):
     """Exact sampling of a batch's sums for ``true_counts[v]`` users holding each value v (simulation).
 
     Returns the sums in the form of the spec's :class:`Layout` (counts: the count of each reported value;
-    bits: ``(cohort_reports, ones)``; support: ``(n, support)``), drawn with the seeded ``rng`` so that they
-    have exactly the law of the sums of one report per user.
+    bits: ``(cohort_reports, ones)``; support: ``(n, support)``; moments: ``(shape, users, counts, s1, s2,
+    special_counts)``, the layout's shape first since sums of codes do not tell their range), drawn with the
+    seeded ``rng`` so that they have exactly the law of the sums of one report per user.
     """
 
     def __call__(
@@ -492,6 +581,20 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """(fewest, most) items one user holds: (1, 1) by default (one value each, so the item counts sum
         to n); set-valued (0, max_items). Post-processing makes the counts consistent with it."""
         return (1, 1)
+    def mean_design(self, params: P) -> MeanDesign:
+        """The attributes, ranges, scale and variance of a campaign's means (:class:`MeanDesign`).
+        Kind.MEAN only."""
+        raise NotImplementedError
+
+    def moments(self, params: P, acc: Any) -> Moments:
+        """The exact :class:`Moments` of a campaign's accumulator (read through :class:`MomentsView`).
+        Kind.MEAN only."""
+        raise NotImplementedError
+
+    def encode_values(self, params: P, values: NDArray[np.float64], rng: np.random.Generator) -> Any:
+        """One report per simulated user holding real ``values`` of shape (n, A), one column per attribute
+        of :meth:`mean_design` (numpy, seeded ``rng`` only): batch columns. Kind.MEAN only."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------------------ conformance tests
 

@@ -3,7 +3,7 @@
 Every function asks :mod:`ldp_client.registry` first: a registered mechanism converts with its spec's codec
 methods (``spec.params_to_proto``, ``spec.batch_from_proto``, ...; built from :mod:`ldp_client.codecs`),
 and this module adds what is common (ids, counts, the payload member). The mechanisms not yet registered are
-converted by the code below that lookup (and by ``_numeric_wire``, ``_paired_wire``).
+converted by the code below that lookup (and by ``_paired_wire``).
 
 * Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
   :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;
@@ -48,7 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 
-from ldp_client import _numeric_wire, _paired_wire, registry
+from ldp_client import _paired_wire, registry
 from ldp_client._prob import quantize_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client.codecs import (
@@ -65,7 +65,7 @@ from ldp_client.codecs import (
     packed_value,
 )
 from ldp_client.errors import InvalidParameterError, InvalidReportError
-from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
+from ldp_client.mechanisms.numeric.codec import NumericMessage
 from ldp_client.params import (
     BasicRapporParams,
     BooleanRapporParams,
@@ -78,6 +78,8 @@ from ldp_client.params import (
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+    from ldp_client.mechanisms.numeric.codec import NumericColumns
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -113,7 +115,7 @@ ParamsMessage: TypeAlias = (
     | campaign_pb2.RapporParams
     | campaign_pb2.BasicRapporParams
     | campaign_pb2.BooleanRapporParams
-    | _numeric_wire.NumericMessage
+    | NumericMessage
     | campaign_pb2.UnaryEncodingParams
     | campaign_pb2.LocalHashingParams
     | campaign_pb2.SubsetSelectionParams
@@ -124,7 +126,7 @@ ParamsMessage: TypeAlias = (
 # The column aliases are strings so that they name numpy types without importing numpy at run time.
 BatchColumns: TypeAlias = (
     "NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]"
-    " | _numeric_wire.NumericColumns | tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]"
+    " | NumericColumns | tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]"
     " | _paired_wire.PairedColumns"
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
@@ -155,10 +157,6 @@ _MECHANISM_FIELD.update(
 )
 _BATCH_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
 _REPORT_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
-# Issue 6, numeric mechanisms (member numbers 32-37): laplace, duchi, piecewise, hybrid, sr, multidim.
-_MECHANISM_FIELD.update(_numeric_wire.MECHANISM_FIELD)
-_BATCH_FIELD.update(_numeric_wire.BATCH_FIELD)
-_REPORT_FIELD.update(_numeric_wire.REPORT_FIELD)
 # Issue 5, paired reports (member number 40): both sides' messages in one (ldp_client._paired_wire).
 _MECHANISM_FIELD["paired"] = "paired"
 _BATCH_FIELD["paired"] = "paired"
@@ -169,7 +167,6 @@ _PARAMS_TYPES: Final = (
     RapporParams,
     BasicRapporParams,
     BooleanRapporParams,
-    *NUMERIC_PARAM_CLASSES,
     PairedParams,
 )
 _U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
@@ -247,8 +244,6 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
     params = _unported(params)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.params_to_proto(params)
-    if isinstance(params, NumericParams):
-        return _numeric_wire.params_to_proto(params)
     field = _MECHANISM_FIELD[params.name]
     message: ParamsMessage
     if isinstance(params, RapporParams):
@@ -315,8 +310,6 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
         if which == "boolean_rappor":
             c = campaign.boolean_rappor
             return BooleanRapporParams(f=c.f, p=c.p, q=c.q, allow_f_zero=f_zero_ok)
-        if which is not None and which in _numeric_wire.MECHANISM_FIELD.values():
-            return _numeric_wire.params_from_proto(campaign, which)
         if which == "paired":  # issue 5
             return _paired_wire.params_from_proto(campaign)
     except InvalidParameterError as exc:
@@ -523,8 +516,6 @@ def batch_from_proto(
         bits = np.frombuffer(cols.bits, dtype=np.uint8).reshape(n, nbytes)
         check_padding(bits, params.k, "rappor.bits")
         return cohorts.astype(np.uint32, copy=False), bits
-    if isinstance(params, NumericParams):
-        return _numeric_wire.batch_from_proto(msg, params, n)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.batch_from_proto(msg, params, n)
     # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
@@ -568,8 +559,6 @@ def batch_to_proto(
         msg.count = n
         msg.rappor.cohorts = cohorts.astype(_U32_LE).tobytes()
         msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
-    elif isinstance(params, NumericParams):
-        _numeric_wire.batch_to_proto(msg, params, columns)
     elif isinstance(params, PairedParams):  # issue 5
         _paired_wire.batch_to_proto(msg, params, columns)
     else:
@@ -621,8 +610,6 @@ def report_to_proto(
     msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
     if isinstance(params, RapporParams):
         msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
-    elif isinstance(params, NumericParams):
-        _numeric_wire.report_to_proto(msg, params, report)
     elif isinstance(params, PairedParams):  # issue 5
         _paired_wire.report_to_proto(msg, params, report)
     else:
@@ -656,8 +643,6 @@ def report_from_proto(
             raise InvalidReportError("rappor.cohort", msg.rappor.cohort, f"a cohort in [0, {params.m - 1}]")
         bits = decode_bit_rows(msg.rappor.bits, 1, params.k, "rappor.bits", name_row=False)
         return np.array([msg.rappor.cohort], dtype=np.uint32), bits
-    if isinstance(params, NumericParams):
-        return _numeric_wire.report_from_proto(msg, params)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.report_from_proto(msg, params)
     return decode_bit_rows(getattr(msg, expected), 1, params.k, expected, name_row=False)
@@ -700,8 +685,6 @@ def batch_from_reports(
         pairs = [_rappor_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
         cohorts = np.array([c for c, _ in pairs], dtype=np.uint32)
         return cohorts, _rows_array([b for _, b in pairs], params.num_bytes)
-    if isinstance(params, NumericParams):
-        return _numeric_wire.batch_from_reports(params, reports)
     if isinstance(params, PairedParams):  # issue 5
         return _paired_wire.batch_from_reports(params, reports)
     return _rows_array(

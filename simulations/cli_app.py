@@ -37,9 +37,10 @@ from ldp_aggregator.client_access import (
     read_client_access,
     rpc_error_message,
 )
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
-from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES
 from ldp_client.params import MECHANISM_NAMES, PairedParams
+from ldp_client.spec import Kind
 from simulations.runners import (
     ProgressFn,
     SimulationConfig,
@@ -296,16 +297,17 @@ def _config(**kwargs: Any) -> SimulationConfig:
         _bad_option(exc)
 
 
-# The mechanisms `ldp-sim run` offers: every one make_params builds (the registered ones first, from
-# ldp_client.registry), but paired campaigns, which `ldp-sim associate` simulates.
-_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in NUMERIC_MECHANISM_NAMES and n != PairedParams.name]
+# The mechanisms `ldp-sim run` offers: every one make_params builds but paired campaigns, which `ldp-sim
+# associate` simulates; those of kind MEAN (ldp_client.registry) run as means (simulations.numeric).
+_MEAN_NAMES = [s.name for s in registry.SPECS if s.kind is Kind.MEAN]
+_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in _MEAN_NAMES and n != PairedParams.name]
 MechanismOpt = Annotated[
     str,
     typer.Option(
         "--mechanism",
         "-m",
         help=f"{', '.join(_FREQUENCY_NAMES)}, or auto (the lowest-variance frequency oracle; --param "
-        f"max_report_bits=B); means (run only): {', '.join(NUMERIC_MECHANISM_NAMES)}.",
+        f"max_report_bits=B); means (run only): {', '.join(_MEAN_NAMES)}.",
     ),
 ]
 PopulationOpt = Annotated[

@@ -7,10 +7,12 @@ For simulation only: every draw comes from ``numpy.random.Generator`` objects se
 What runs (``ldp-sim run --mechanism piecewise --population normal:0,0.5 --epsilon 1 --users 100000``):
 each repeat draws the users' values chunk by chunk from a numeric population
 (:func:`simulations.populations.parse_numeric_population`: ``normal:MU,SIGMA[,LO,HI]`` truncated, or
-``uniform-num:LO,HI``), encodes them with the mechanism's batch encoder, adds each chunk of codes to a
+``uniform-num:LO,HI``), encodes them with the mechanism's batch encoder (``spec.encode_values`` of its
+spec in :mod:`ldp_client.registry`, kind MEAN), adds each chunk of codes to a
 :class:`~ldp_aggregator.means.MeanAccumulator` with ``add_columns`` exactly as the server ingests a batch,
-and reads :func:`~ldp_aggregator.means.estimate_means`. For ``multidim`` every one of the D = ``--domain``
-attributes (default 2) is drawn independently from the same population.
+and reads :func:`~ldp_aggregator.means.estimate_means`. For a mechanism that takes a domain (``multidim``)
+every one of the D = ``--domain`` attributes (default 2) is drawn independently from the same population.
+Ranges, labels, the D/k scale and the mechanism's variance come from the spec's ``mean_design``.
 
 Modes: ``report`` is the above. ``sum`` runs the same per-report path: no exact sampler of the numeric
 sufficient statistics (sums of codes and of squared codes over a population) is simple for piecewise,
@@ -20,9 +22,11 @@ in-process one on a temporary SQLite file, or ``--server``) over ``Collector.Sub
 means from ``Analyst.GetEstimate``: for a seed it gives the estimates of ``report`` (same draws, same
 sufficient statistics) when ``--batch-size`` equals ``--chunk-size``, the users per draw of each mode.
 
-Parameters: ``--epsilon`` is required; the range is the population's [LO, HI] unless ``--param lo=``
-and ``--param hi=`` (or, for multidim, ``--param ranges=lo:hi,...``) say otherwise; other fields as
-:func:`ldp_client.params.make_params` takes them (``grid``, ``cells``, ``out_of_range``, ``base``, ``k``).
+Parameters: ``--epsilon``, or the mechanism's own fields as :func:`ldp_client.params.make_params` takes
+them without it (``low_probability``, ``decay``, ...; a range alone is not enough); the range is the
+population's [LO, HI] unless ``--param lo=`` and ``--param hi=`` (or, for multidim, ``--param
+ranges=lo:hi,...``) say otherwise; other fields as make_params takes them (``grid``, ``cells``,
+``out_of_range``, ``base``, ``k``).
 
 Truth and metrics. The target of the estimator is the mean of the population the users are drawn from,
 known exactly (:attr:`~simulations.populations.NumericPopulation.mean`); the interval's coverage is
@@ -37,6 +41,7 @@ when the estimator is unbiased and its variance right.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import time
@@ -51,10 +56,10 @@ from numpy.typing import NDArray
 
 from ldp_aggregator.accumulators import accumulator_for, add_columns
 from ldp_aggregator.means import MeanAccumulator, estimate_means
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
-from ldp_client.mechanisms.numeric import numeric_encoder
-from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES, MultidimParams, NumericParams
-from ldp_client.params import make_params
+from ldp_client.params import MechanismParams, make_params
+from ldp_client.spec import Kind
 from simulations.populations import NumericPopulation, parse_numeric_population
 
 if TYPE_CHECKING:
@@ -77,8 +82,14 @@ ProgressFn = Callable[[int], None]
 
 
 def is_numeric_mechanism(name: str) -> bool:
-    """True for laplace, duchi, piecewise, hybrid, sr and multidim."""
-    return name in NUMERIC_MECHANISM_NAMES
+    """True for the mechanisms of kind MEAN (:mod:`ldp_client.registry`): laplace, duchi, piecewise,
+    hybrid, sr and multidim."""
+    spec = registry.find_named(name)
+    return spec is not None and spec.kind is Kind.MEAN
+
+
+def _mean_names() -> str:
+    return ", ".join(s.name for s in registry.SPECS if s.kind is Kind.MEAN)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,7 +143,7 @@ class NumericSimulationResult:
     """
 
     config: Any
-    params: NumericParams
+    params: MechanismParams
     population: NumericPopulation
     labels: tuple[str, ...]
     truth: NDArray[np.float64]
@@ -156,12 +167,17 @@ class NumericSimulationResult:
 # ------------------------------------------------------------------------------------------ prepare
 
 
-def _build_params(config: Any, population: NumericPopulation) -> NumericParams:
+# Fields that only place the values (ranges and the out-of-range policy): without epsilon, a run needs more.
+_RANGE_FIELDS = frozenset({"lo", "hi", "ranges", "out_of_range"})
+
+
+def _build_params(config: Any, population: NumericPopulation) -> MechanismParams:
     fields = dict(config.param_fields)
-    if config.epsilon is None:
+    if config.epsilon is None and not set(fields) - _RANGE_FIELDS:
         raise InvalidParameterError("epsilon", None, f"an epsilon > 0 for {config.mechanism}")
+    spec = registry.spec_named(config.mechanism)
     domain: int | None = None
-    if config.mechanism == "multidim":
+    if spec.takes_domain:  # multidim: the number of attributes D, with lo/hi (or ranges instead)
         if "ranges" not in fields:
             fields.setdefault("lo", population.lo)
             fields.setdefault("hi", population.hi)
@@ -182,12 +198,10 @@ def _build_params(config: Any, population: NumericPopulation) -> NumericParams:
             raise
         name = exc.field.removeprefix("param ")
         raise InvalidParameterError("params", f"{name}={exc.value}", exc.allowed) from exc
-    if not isinstance(params, NumericParams):  # pragma: no cover - make_params returns the named class
-        raise InvalidParameterError("mechanism", config.mechanism, "a numeric mechanism")
     return params
 
 
-def prepare_numeric(config: Any) -> tuple[NumericPopulation, NumericParams]:
+def prepare_numeric(config: Any) -> tuple[NumericPopulation, MechanismParams]:
     """The population and the parameters of a numeric simulation.
 
     Raises:
@@ -195,7 +209,7 @@ def prepare_numeric(config: Any) -> tuple[NumericPopulation, NumericParams]:
             one-dimensional mechanism), ``mode`` (unknown), ``params`` (a bad field).
     """
     if not is_numeric_mechanism(config.mechanism):
-        raise InvalidParameterError("mechanism", config.mechanism, ", ".join(NUMERIC_MECHANISM_NAMES))
+        raise InvalidParameterError("mechanism", config.mechanism, _mean_names())
     if config.mode not in ("sum", "report", "grpc"):
         raise InvalidParameterError("mode", config.mode, "sum, report or grpc")
     population = parse_numeric_population(config.population)
@@ -205,14 +219,10 @@ def prepare_numeric(config: Any) -> tuple[NumericPopulation, NumericParams]:
 # ------------------------------------------------------------------------------------------ simulate
 
 
-def _ranges(params: NumericParams) -> tuple[tuple[float, float], ...]:
-    return params.ranges if isinstance(params, MultidimParams) else ((params.lo, params.hi),)
-
-
 def _repeat(
     config: Any,
     population: NumericPopulation,
-    params: NumericParams,
+    params: MechanismParams,
     rng: np.random.Generator,
     progress: ProgressFn | None,
     sink: Callable[[Any], None],
@@ -222,10 +232,10 @@ def _repeat(
 
     Returns (per-attribute sample mean, per-attribute mean of Var(x_hat | x)).
     """
-    enc = numeric_encoder(params)
-    ranges = _ranges(params)
+    spec = registry.spec_for(params)
+    design = spec.mean_design(params)
+    ranges = design.ranges
     a = len(ranges)
-    base = params.base if isinstance(params, MultidimParams) else params
     lo = np.array([r[0] for r in ranges])
     hi = np.array([r[1] for r in ranges])
     total = np.zeros(a)
@@ -238,8 +248,8 @@ def _repeat(
         x = population.sample_reals(size * a, rng).reshape(size, a)
         total += x.sum(axis=0)
         s = (np.clip(x, lo, hi) - lo) / (hi - lo)
-        var_total += (base.variance_s(s) * (hi - lo) ** 2).sum(axis=0)
-        sink(enc.encode_batch(x if a > 1 else x[:, 0], rng))
+        var_total += (design.variance_s(s) * (hi - lo) ** 2).sum(axis=0)
+        sink(spec.encode_values(params, x, rng))
         done += size
         if progress is not None:
             progress(size)
@@ -249,7 +259,7 @@ def _repeat(
 def _estimate_locally(
     config: Any,
     population: NumericPopulation,
-    params: NumericParams,
+    params: MechanismParams,
     rng: np.random.Generator,
     progress: ProgressFn | None,
 ) -> tuple[Sequence[Any], NDArray[np.float64], NDArray[np.float64]]:
@@ -272,7 +282,7 @@ def _estimate_locally(
 def _estimate_over_grpc(
     config: Any,
     population: NumericPopulation,
-    params: NumericParams,
+    params: MechanismParams,
     rng: np.random.Generator,
     progress: ProgressFn | None,
     session: AggregatorSession,
@@ -371,9 +381,9 @@ def simulate_numeric(config: Any, *, progress: ProgressFn | None = None) -> Nume
     t0 = time.perf_counter()
     population, params = prepare_numeric(config)
     seeds = np.random.SeedSequence(config.seed).spawn(config.repeats)
-    ranges = _ranges(params)
-    a = len(ranges)
-    scale = params.d / params.k if isinstance(params, MultidimParams) else 1.0
+    design = registry.spec_for(params).mean_design(params)
+    a = len(design.ranges)
+    scale = float(design.scale)
     mu = population.mean
     second = population.variance + mu * mu
     truth = np.full(a, mu)
@@ -407,7 +417,7 @@ def simulate_numeric(config: Any, *, progress: ProgressFn | None = None) -> Nume
             var_z = scale * (mech_var + second) - mu * mu
             rows["theory"].append(list(var_z / config.n_users))
     arr = {k: np.array(v, dtype=np.float64) for k, v in rows.items()}
-    labels = tuple(str(i) for i in range(a)) if isinstance(params, MultidimParams) else ("value",)
+    labels = design.labels
     return NumericSimulationResult(
         config=config,
         params=params,
@@ -444,16 +454,21 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
-def _params_dict(params: NumericParams) -> dict[str, Any]:
-    if isinstance(params, MultidimParams):
-        return {
-            "ranges": [list(r) for r in params.ranges],
-            "k": params.k,
-            "base": params.base.name,
-            "base_params": _params_dict(params.base),
-            "out_of_range": params.out_of_range,
-        }
-    out = {k: v for k, v in asdict(params).items() if not k.endswith("_threshold")}
+def _params_dict(params: Any) -> dict[str, Any]:
+    """The init fields of a parameter dataclass (not the thresholds derived from them); a nested one
+    (multidim's base) as its name and, under ``NAME_params``, its own fields; pairs as lists."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(params):
+        if not f.init:
+            continue
+        value = getattr(params, f.name)
+        if dataclasses.is_dataclass(value):
+            out[f.name] = value.name  # type: ignore[union-attr]
+            out[f"{f.name}_params"] = _params_dict(value)
+        elif isinstance(value, tuple):
+            out[f.name] = [list(v) if isinstance(v, tuple) else v for v in value]
+        else:
+            out[f.name] = value
     return out
 
 

@@ -83,7 +83,6 @@ from ldp_aggregator.client_access import ClientAccess
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
-from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES, MultidimParams, NumericParams
 from ldp_client.params import (
     AUTO_MECHANISM,
     MECHANISM_NAMES,
@@ -95,6 +94,7 @@ from ldp_client.params import (
     UnportedParams,
     make_params,
 )
+from ldp_client.spec import Kind
 from simulations.metrics import Metrics, compute_metrics
 from simulations.oracle_sampling import has_sum_sampler
 from simulations.populations import CategoricalPopulation, EmpiricalPopulation, parse_categorical_population
@@ -157,8 +157,9 @@ _MAX_USERS = 1 << 53  # counts stay exact in float64 estimators
 PILOT_USERS = 10**9
 # Issue 6: mechanisms whose sum runner falls back to encoding every report pilot with at most this many.
 _PER_REPORT_PILOT_USERS = 10**6
-# Registered mechanisms without per-device state: one Reporter may stand for many simulated users.
-_STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state)
+# Registered mechanisms without per-device state: one Reporter may stand for many simulated users (of the
+# kinds this runner simulates: simulations.numeric runs those of kind MEAN with its own client).
+_STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state and s.kind is not Kind.MEAN)
 _STATELESS_TEXT = " and ".join(", ".join(_STATELESS).rsplit(", ", 1))
 # Mechanisms not yet registered whose population has a fixed number of values (0 = false, 1 = true).
 _UNPORTED_FIXED_DOMAIN = {"boolean-rappor": 2}
@@ -481,7 +482,8 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
             allowed: an unknown or numeric population, a domain smaller than the population's support, an
             unknown parameter name or a bad value, candidates of which no user can hold any.
     """
-    if config.mechanism in NUMERIC_MECHANISM_NAMES:  # issue 6: see simulations.numeric.simulate_numeric
+    spec = registry.find_named(config.mechanism)
+    if spec is not None and spec.kind is Kind.MEAN:  # means: see simulations.numeric.simulate_numeric
         raise InvalidParameterError(
             "mechanism",
             config.mechanism,
@@ -691,8 +693,6 @@ def _sum_repeat(
         sums = sampler(counts, rng, campaign_id=prep.config.campaign_id, labels=prep.value_labels)
         return _estimate(prep, accumulator_from_sums(params, sums), prep.item_truth(counts))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
-        raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
     n, d = prep.config.n_users, prep.domain_size
     counts = prep.population.sample_counts(n, d, rng)
     acc = accumulator_for(params)
@@ -764,8 +764,6 @@ def _encode_columns(
     if spec is not None:  # a registered mechanism: its spec's batch encoder
         return spec.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
-        raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
     from ldp_client.mechanisms.rappor import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
 
     if isinstance(params, RapporParams):
@@ -1196,8 +1194,6 @@ def _row_bytes(params: MechanismParams) -> int:
     if spec is not None:  # a registered mechanism: its journal row, an upper bound on its batch bytes
         return sum(f.width for f in spec.row_fields(params))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, NumericParams):  # issue 6 (not run over gRPC; see prepare)
-        return 8 * params.k if isinstance(params, MultidimParams) else 4
     if isinstance(params, RapporParams):
         return 4 + params.num_bytes
     if isinstance(params, PairedParams):  # issue 5: both sides' rows

@@ -9,7 +9,8 @@ A new mechanism joins these tests by being registered. What each check guards:
   (or, for public randomness the enumeration conditions on, such as local hashing's seeds, outputs of
   positive exact probability: ``spec.exact_output_probability``);
 * the batch encoder and the exact sum sampler follow that distribution (seeded, bounds from the variance);
-* the estimator is exact at the expected counts (Kind.SUPPORT: through the spec's Support);
+* the estimator is exact at the expected counts (Kind.SUPPORT: through the spec's Support; Kind.MEAN: the
+  means estimated from the expected code sums, through the spec's Moments, are the true means);
 * codec round trips: parameters, batches, single reports, journal rows (bytes equal to the batch codec's);
 * accumulators: merge associative and commutative, the byte form round-trips, the size bound holds;
 * the mechanism is offered by ``ldp-sim run`` and by ``ldp-aggregator campaign create``.
@@ -40,8 +41,10 @@ from ldp_aggregator.accumulators import (
     batch_delta,
     check_matches,
 )
+from ldp_aggregator.analysis import estimate_campaign
 from ldp_aggregator.cli import app as aggregator_app
 from ldp_aggregator.estimators import estimate_frequencies, estimate_support
+from ldp_aggregator.means import estimate_means, estimate_moments
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_client import _journal_rows, registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
@@ -86,14 +89,43 @@ def _one_report_sums(spec: MechanismSpec[Any], params: Any, output: Any) -> dict
 
 def _expected_sums(spec: MechanismSpec[Any], params: Any, true_counts: list[int]) -> dict[str, np.ndarray]:
     """E[sums] of one report per user, ``true_counts[i]`` users holding input i (from the exact outputs)."""
+    return _sum_moments(spec, params, true_counts)[0]
+
+
+def _sum_moments(
+    spec: MechanismSpec[Any], params: Any, true_counts: list[int]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(E[sums], Var[sums]) of one independent report per user, ``true_counts[i]`` users holding input i:
+    each report adds its output's sums, so mean and variance add up over the users (from the exact
+    outputs). For a sum of 0/1 events (a count) the variance is the binomial one."""
     per_output = {y: _one_report_sums(spec, params, y) for y in _outputs(spec, params)}
-    total: dict[str, np.ndarray] = {}
+    mean: dict[str, np.ndarray] = {}
+    var: dict[str, np.ndarray] = {}
+    for x, c in zip(spec.inputs(params), true_counts, strict=True):
+        dist = [(y, p) for y, p in spec.exact_outputs(params, x).items() if p > 0]
+        for name in next(iter(per_output.values())):
+            m = sum(float(p) * per_output[y][name] for y, p in dist)
+            m2 = sum(float(p) * per_output[y][name] ** 2 for y, p in dist)
+            mean[name] = mean.get(name, 0.0) + c * m
+            var[name] = var.get(name, 0.0) + c * np.maximum(m2 - m * m, 0.0)
+    return mean, var
+
+
+def _exact_expected_sums(spec: MechanismSpec[Any], params: Any, true_counts: list[int]) -> dict[str, Any]:
+    """E[sums] as exact Fractions (object arrays), ``true_counts[i]`` users holding input i."""
+    per_output = {}
+    for y in _outputs(spec, params):
+        acc = accumulator_for(params)
+        add_columns(acc, params, wire.batch_from_reports(params, [y]))
+        names = LAYOUT_SUMS[spec.layout(params).kind]
+        per_output[y] = {name: np.array(getattr(acc, name), dtype=object) for name in names}
+    total: dict[str, Any] = {}
     for x, c in zip(spec.inputs(params), true_counts, strict=True):
         for y, p in spec.exact_outputs(params, x).items():
             if p == 0:
                 continue
             for name, arr in per_output[y].items():
-                total[name] = total.get(name, np.zeros_like(arr)) + float(c * p) * arr
+                total[name] = total.get(name, 0) + (c * p) * arr
     return total
 
 
@@ -188,7 +220,7 @@ def test_batch_encoder_follows_the_exact_distribution(spec: MechanismSpec[Any], 
     labels = [str(x) for x in spec.inputs(params)]
     for i in range(len(spec.inputs(params))):
         true_counts = [n if j == i else 0 for j in range(len(labels))]
-        expected = _expected_sums(spec, params, true_counts)
+        expected, variance = _sum_moments(spec, params, true_counts)
         acc = accumulator_for(params)
         columns = spec.encode_batch(
             params, np.full(n, i, dtype=np.int64), rng, campaign_id="conformance", labels=labels
@@ -197,9 +229,7 @@ def test_batch_encoder_follows_the_exact_distribution(spec: MechanismSpec[Any], 
         assert acc.n == n
         for name, observed in _sums(spec, params, acc).items():
             m = expected[name]
-            # A sum that is certain (the support layout's number of reports) may differ from its float
-            # expectation by rounding only.
-            bound = Z * np.sqrt(np.maximum(m * (1.0 - m / n), 0.0)) + 1e-9 * np.maximum(np.abs(m), 1.0)
+            bound = Z * np.sqrt(variance[name]) + 1e-9 * np.maximum(1.0, np.abs(m))
             bad = np.abs(observed - m) > bound
             assert not bad.any(), f"input {i}: {name} {observed[bad]} vs expected {m[bad]}"
 
@@ -235,29 +265,55 @@ def test_sum_sampler_follows_the_exact_distribution(spec: MechanismSpec[Any], pa
 
 @pytest.mark.parametrize(("spec", "params"), CASES)
 def test_estimator_is_exact_at_expected_counts(spec: MechanismSpec[Any], params: Any) -> None:
-    if spec.kind is not Kind.SUPPORT:
-        pytest.fail(f"no conformance check of the {spec.kind} estimator yet: add one for this kind")
     true_counts = [1000 * (i + 1) + 7 * i * i for i in range(len(spec.inputs(params)))]
     n = sum(true_counts)
-    view = SimpleNamespace(**_expected_sums(spec, params, true_counts), n=n)
-    support = spec.support(params, view)
-    assert support.labels == spec.items(params) and support.n == n
-    est = estimate_support(support, mechanism=spec.name, epsilon=params.epsilon)
-    counts = np.array([it.count for it in est.items])
-    np.testing.assert_allclose(counts, true_counts, rtol=1e-9, atol=1e-6 * n)
-    # The rates the simulator's interval warning reads are the Support's.
-    assert support.p_star == spec.support_rates(params)[0] and support.q_star == spec.support_rates(params)[1]
+    if spec.kind is Kind.SUPPORT:
+        view = SimpleNamespace(**_expected_sums(spec, params, true_counts), n=n)
+        support = spec.support(params, view)
+        assert support.labels == spec.items(params) and support.n == n
+        est = estimate_support(support, mechanism=spec.name, epsilon=params.epsilon)
+        counts = np.array([it.count for it in est.items])
+        np.testing.assert_allclose(counts, true_counts, rtol=1e-9, atol=1e-6 * n)
+        # The rates the simulator's interval warning reads are the Support's.
+        rates = spec.support_rates(params)
+        assert support.p_star == rates[0] and support.q_star == rates[1]
+    elif spec.kind is Kind.MEAN:
+        # The expected sums of the codes, exactly: the means estimated from them are the true means (up
+        # to the one rounding to float; laplace's clamped ends decode to the geometric tail's conditional
+        # mean, which its integer table meets to about 1e-13 of the range).
+        sums = _exact_expected_sums(spec, params, true_counts)
+        arrays = {k: np.asarray(v, dtype=object) for k, v in sums.items()}
+        view = SimpleNamespace(**{k: v.item() if v.ndim == 0 else v for k, v in arrays.items()}, n=n)
+        moments = spec.moments(params, view)
+        design = spec.mean_design(params)
+        assert moments.n == n and design.labels == spec.items(params)
+        est = estimate_moments(moments, mechanism=spec.name, epsilon=params.epsilon)
+        values = [np.atleast_1d(np.asarray(x, dtype=object)) for x in spec.inputs(params)]
+        for a, (lo, hi) in enumerate(design.ranges):
+            truth = sum(c * Fraction(v[a]) for c, v in zip(true_counts, values, strict=True)) / n
+            assert est.means[a].label == design.labels[a]
+            assert est.means[a].mean == pytest.approx(float(truth), abs=1e-12 * (hi - lo))
+    else:
+        pytest.fail(f"no conformance check of the {spec.kind} estimator yet: add one for this kind")
 
 
 @pytest.mark.parametrize(("spec", "params"), CASES)
-def test_estimate_frequencies_goes_through_the_spec(spec: MechanismSpec[Any], params: Any) -> None:
-    if spec.kind is not Kind.SUPPORT:
-        pytest.fail(f"no conformance check of the {spec.kind} estimator yet: add one for this kind")
+def test_the_facades_estimate_through_the_spec(spec: MechanismSpec[Any], params: Any) -> None:
     acc = accumulator_for(params)
     outputs = _outputs(spec, params)
     add_columns(acc, params, wire.batch_from_reports(params, outputs * 3))
-    direct = estimate_support(spec.support(params, acc), mechanism=spec.name, epsilon=params.epsilon)
-    assert estimate_frequencies(params, acc) == direct
+    info = wire.CampaignInfo(campaign_id="c", params=params)
+    if spec.kind is Kind.SUPPORT:
+        direct = estimate_support(spec.support(params, acc), mechanism=spec.name, epsilon=params.epsilon)
+        assert estimate_frequencies(params, acc) == direct
+        assert estimate_campaign(info, acc).frequencies == direct
+    elif spec.kind is Kind.MEAN:
+        moments = spec.moments(params, acc)
+        direct_means = estimate_moments(moments, mechanism=spec.name, epsilon=params.epsilon)
+        assert estimate_means(params, acc) == direct_means
+        assert estimate_campaign(info, acc).means == direct_means
+    else:
+        pytest.fail(f"no conformance check of the {spec.kind} estimator yet: add one for this kind")
 
 
 # ------------------------------------------------------------------------------------------- codecs
@@ -340,7 +396,11 @@ def test_accumulators_merge_and_round_trip(spec: MechanismSpec[Any], params: Any
         assert accumulator_from_bytes(data) == acc
         assert accumulator_from_bytes(data).to_bytes() == data
     empty = len(accumulator_for(params).to_bytes())
-    assert empty <= accumulator_nbytes(params) == spec.layout(params).nbytes <= empty + 64
+    layout = spec.layout(params)
+    assert empty <= accumulator_nbytes(params) == layout.nbytes
+    assert all(len(acc.to_bytes()) <= layout.nbytes for acc in (a, b, c, a + b + c))
+    if not layout.grows:  # a fixed-size byte form: the bound is its size (plus headers)
+        assert layout.nbytes <= empty + 64
 
 
 # ------------------------------------------------------------------------------- offered to the users
@@ -364,12 +424,18 @@ def _cli_args(spec: MechanismSpec[Any], params: Any, *, domain_option: str) -> l
     return out
 
 
+# The population a simulation of each kind draws from (the frequency kinds: categorical values; MEAN: reals,
+# each attribute clamped into its declared range).
+_POPULATION = {Kind.MEAN: "uniform-num:0,1"}
+
+
 @pytest.mark.parametrize(("spec", "params"), CASES)
 @pytest.mark.parametrize("mode", ["sum", "report"])
 def test_offered_by_ldp_sim_run(spec: MechanismSpec[Any], params: Any, mode: str) -> None:
     args = _cli_args(spec, params, domain_option="size")
+    population = _POPULATION.get(spec.kind, "uniform")
     result = runner.invoke(
-        sim_app, ["run", *args, "-p", "uniform", "-n", "3000", "--mode", mode, "--seed", "3", "--json"]
+        sim_app, ["run", *args, "-p", population, "-n", "3000", "--mode", mode, "--seed", "3", "--json"]
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)["summary"]

@@ -21,6 +21,7 @@ from ldp_aggregator.accumulators import (
     batch_delta,
     check_matches,
 )
+from ldp_aggregator.moments import MeanAccumulator
 from ldp_client.errors import InvalidReportError
 from ldp_client.params import (
     BasicRapporParams,
@@ -486,7 +487,7 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     from ldp_aggregator.support import SupportCountAccumulator
     from ldp_client.spec import LAYOUT_SUMS
 
-    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) == {"counts", "bits", "support"}
+    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) == {"counts", "bits", "support", "moments"}
     counts_cls = LAYOUT_ACCUMULATORS["counts"]
     counts = counts_cls.of_shape((4,))
     counts.add_batch(np.array([0, 3, 3]))
@@ -514,8 +515,21 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     support.add_batch((5, np.array([1, 5, 0])))
     assert support == SupportCountAccumulator(5, np.array([1, 5, 0])) == support_cls.from_sums((5, [1, 5, 0]))
     assert support.layout_shape == (3,) and support_cls.delta_of((3,), (2, np.array([0, 1, 2]))).n == 2
+
+    # moments (numeric mechanisms): 2 attributes, codes in [0, 10), code 9 counted apart; 2 users.
+    moments_cls = LAYOUT_ACCUMULATORS["moments"]
+    moments = moments_cls.of_shape((2, 10, 9))
+    moments.add_batch((np.array([1, 9, 3]), np.array([0, 0, 1]), 2))
+    assert moments == MeanAccumulator(
+        attributes=2, num_codes=10, special_codes=(9,), users=2, counts=[1, 1], s1=[1, 3], s2=[1, 9],
+        special_counts=[[1], [0]],
+    )  # fmt: skip
+    assert moments == moments_cls.from_sums(((2, 10, 9), 2, [1, 1], [1, 3], [1, 9], [[1], [0]]))
+    assert moments.layout_shape == (2, 10, 9)
+    assert moments_cls.delta_of((1, 4), (np.array([3]), None, None)).n == 1
+    shapes = {"counts": (3,), "bits": (2, 3), "support": (3,), "moments": (1, 4)}
     for name, cls in LAYOUT_ACCUMULATORS.items():  # the view fields are the accumulators' attributes
-        acc = cls.of_shape((2, 3) if name == "bits" else (3,))
+        acc = cls.of_shape(shapes[name])
         assert all(hasattr(acc, field) for field in LAYOUT_SUMS[name])  # type: ignore[index]
 
 

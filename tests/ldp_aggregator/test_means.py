@@ -463,3 +463,38 @@ def test_a_mean_beyond_the_float_range_is_infinite_not_an_error() -> None:
     assert estimate_to_dict(
         estimate_to_proto(estimate_campaign(wire.CampaignInfo(campaign_id="w", params=params), acc))
     )["means"][0]["mean"] in ("inf", mean.mean)
+
+
+# ------------------------------------------------------------------------------------ moments layout
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        LaplaceParams.from_epsilon(0.0, 1.0, 2.0, grid=4),
+        DuchiParams.from_epsilon(0.0, 1.0, 1.0),
+        HybridParams.from_epsilon(0.0, 1.0, 2.0, cells=8),
+        MultidimParams.from_epsilon(((0.0, 1.0),) * 5, 6.0, base="hybrid", cells=16),
+    ],
+    ids=lambda p: p.name,
+)
+def test_the_moments_layout_is_the_mean_accumulator(params: NumericParams) -> None:
+    # Numeric campaigns reach their accumulator through their spec's layout (ldp_client.spec.Layout), whose
+    # size bound is the one the service always applied to them: 256 + 64 * attributes * (3 + specials).
+    from ldp_aggregator.accumulators import LAYOUT_ACCUMULATORS, accumulator_from_sums, accumulator_nbytes
+    from ldp_client.registry import spec_for
+
+    layout = spec_for(params).layout(params)
+    assert layout.kind == "moments" and LAYOUT_ACCUMULATORS["moments"] is MeanAccumulator
+    attributes = getattr(params, "d", 1)
+    specials = params.layout.special_codes
+    assert layout.shape == (attributes, params.layout.num_codes, *specials)
+    assert accumulator_nbytes(params) == layout.nbytes == 256 + 64 * attributes * (3 + len(specials))
+    acc = accumulator_for(params)
+    assert isinstance(acc, MeanAccumulator) and acc.layout_shape == layout.shape
+    rng = np.random.default_rng(9)
+    values = rng.random((300, attributes)) if isinstance(params, MultidimParams) else rng.random(300)
+    add_columns(acc, params, numeric_encoder(params).encode_batch(values, rng))  # type: ignore[arg-type]
+    sums = (layout.shape, acc.users, acc.counts, acc.s1, acc.s2, acc.special_counts)
+    assert accumulator_from_sums(params, sums) == acc
+    assert MeanAccumulator.of_shape(layout.shape) == accumulator_for(params)

@@ -120,3 +120,40 @@ def test_cli_run_numeric(tmp_path: Path) -> None:
          "--users", "100", "--param", "bogus=1"],
     )  # fmt: skip
     assert result.exit_code == 2 and "--param" in result.output
+
+
+def test_multidim_with_one_attribute_runs() -> None:
+    # D = 1 is a valid multidim campaign; its simulated values are an (n, 1) array, never flattened to the
+    # 1-D form of the one-dimensional mechanisms (which multidim's encoder refuses).
+    cfg = SimulationConfig(
+        mechanism="multidim", population="uniform-num:0,1", epsilon=1.0, domain=1, n_users=2000, seed=5
+    )
+    res = simulate_numeric(cfg)
+    assert isinstance(res.params, MultidimParams) and res.params.d == 1
+    assert res.estimates.shape == (1, 1) and int(res.n_reports[0, 0]) == 2000
+    assert abs(res.estimates[0, 0] - 0.5) < 6 * res.std_errors[0, 0]
+
+
+def test_a_run_may_give_the_mechanism_directly_instead_of_epsilon() -> None:
+    # Without --epsilon, the mechanism's own fields (as make_params takes them) set it; only a range is
+    # not enough.
+    cfg = SimulationConfig(
+        mechanism="duchi",
+        population="uniform-num:0,1",
+        n_users=1000,
+        params={"low_probability": 0.25},
+    )
+    res = simulate_numeric(cfg)
+    assert res.params.epsilon == pytest.approx(math.log(3.0))
+    multi = SimulationConfig(
+        mechanism="multidim",
+        population="uniform-num:0,1",
+        n_users=1000,
+        params={"ranges": "0:1,0:2", "k": 1, "base": "duchi", "low_probability": 0.25},
+    )
+    res = simulate_numeric(multi)
+    assert isinstance(res.params, MultidimParams) and res.params.epsilon == pytest.approx(math.log(3.0))
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        simulate_numeric(
+            SimulationConfig(mechanism="duchi", population="uniform-num:0,1", n_users=10, params={"lo": 0})
+        )

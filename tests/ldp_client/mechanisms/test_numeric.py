@@ -770,3 +770,33 @@ def test_one_csprng_call_per_report(monkeypatch: pytest.MonkeyPatch) -> None:
         sizes.clear()
         enc.encode(0.5)
         assert sizes == [nbytes]
+
+
+def test_multidim_by_name_without_epsilon_is_the_inverse_of_make_args() -> None:
+    # make_params("multidim", ...) takes the mechanism directly (ranges, k, base and the base's fields), so
+    # that every multidim campaign can be written back as parameters by name, whatever built it.
+    from ldp_client.registry import spec_named
+
+    spec = spec_named("multidim")
+    made = [
+        MultidimParams.from_epsilon(((0.0, 1.0), (-3.5, 7.0)), 4.0, base="hybrid", cells=64),
+        MultidimParams(ranges=((0.0, 1.0),) * 3, k=2, base=DuchiParams(lo=0.0, hi=1.0, low_probability=0.2)),
+    ]
+    for params in made:
+        args = spec.make_args(params)
+        assert args.epsilon is None
+        assert make_params("multidim", domain=args.domain, fields=dict(args.fields)) == params
+    direct = make_params(
+        "multidim",
+        fields={"ranges": "0:1,-5:5", "k": "1", "base": "piecewise", "cells": "8", "window": "3",
+                "high_probability": "0.6"},
+    )  # fmt: skip
+    assert isinstance(direct, MultidimParams) and direct.base == PiecewiseParams(
+        lo=0.0, hi=1.0, cells=8, window=3, high_probability=0.6
+    )
+    with pytest.raises(InvalidParameterError) as info:
+        make_params("multidim", fields={"ranges": "0:1", "base": "duchi"})
+    assert info.value.field == "epsilon" and "low_probability" in info.value.allowed
+    with pytest.raises(InvalidParameterError) as info:
+        make_params("multidim", fields={"ranges": "0:1", "base": "duchi", "k": 1, "cells": 8})
+    assert info.value.field == "param cells"
