@@ -432,12 +432,7 @@ MechanismParams = (
     | MultidimParams
     | PairedParams
 )
-UnportedParams = (
-    RapporParams
-    | BasicRapporParams
-    | BooleanRapporParams
-    | PairedParams
-)
+UnportedParams = RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams
 """The parameters of mechanisms not yet registered in :mod:`ldp_client.registry`, which the facades still
 handle with their own code (the fallback after ``registry.find(params)`` returned None). It shrinks as
 mechanisms are ported and goes when the last one is."""

@@ -581,6 +581,7 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """(fewest, most) items one user holds: (1, 1) by default (one value each, so the item counts sum
         to n); set-valued (0, max_items). Post-processing makes the counts consistent with it."""
         return (1, 1)
+
     def mean_design(self, params: P) -> MeanDesign:
         """The attributes, ranges, scale and variance of a campaign's means (:class:`MeanDesign`).
         Kind.MEAN only."""
