@@ -145,7 +145,9 @@ def _support_estimate(
     population_size: int | None,
 ) -> CampaignEstimate:
     """Kind SUPPORT: every item's frequency (:func:`estimate_frequencies`), and beside them their Norm-Sub
-    and clipped versions; no candidates, no population size."""
+    and clipped versions; no population size. A mechanism that estimates candidate strings
+    (``spec.estimates_candidates``) estimates the request's candidates, else the campaign's, else none
+    (the service's note says why); the others take no candidates."""
     params = info.params
     if population_size:
         raise InvalidParameterError(
@@ -153,9 +155,18 @@ def _support_estimate(
             population_size,
             f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
         )
-    if candidates:
+    chosen: tuple[str, ...] = ()
+    if spec.estimates_candidates:
+        if candidates:  # checked before the data (the same answer with or without reports)
+            _check_candidates(candidates)
+        chosen = tuple(candidates) or info.candidates
+    elif candidates:
         raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {params.name}")
-    frequencies = estimate_frequencies(params, acc, confidence=confidence) if acc.n > 0 else None
+    frequencies = None
+    if acc.n > 0 and (chosen or not spec.estimates_candidates):
+        frequencies = estimate_frequencies(
+            params, acc, confidence=confidence, candidates=chosen, campaign_id=info.campaign_id
+        )
     return CampaignEstimate(
         campaign_id=info.campaign_id,
         mechanism=params.name,

@@ -293,7 +293,8 @@ CandidatesOpt = Annotated[
     Path | None,
     typer.Option(
         "--candidates",
-        help="String RAPPOR: candidate strings, one per line (default: the campaign's).",
+        help="Mechanisms whose devices hash strings (string RAPPOR, ...): candidate strings, one per line "
+        "(default: the campaign's).",
         show_default=False,
     ),
 ]

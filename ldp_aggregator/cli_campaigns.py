@@ -212,7 +212,11 @@ def campaign_create(
     ] = None,
     candidates: Annotated[
         Path | None,
-        typer.Option(help="File of candidate strings, one per line (string RAPPOR).", show_default=False),
+        typer.Option(
+            help="File of candidate strings, one per line (mechanisms whose devices hash strings: string "
+            "RAPPOR, ...).",
+            show_default=False,
+        ),
     ] = None,
     description: Annotated[str, typer.Option(help="Free text.")] = "",
     from_file: Annotated[

@@ -179,6 +179,8 @@ def pure_oracle_arrays(
     p_star: Rates,
     q_star: Rates,
     confidence: float = 0.95,
+    *,
+    extra_variance: Rates = 0.0,
 ) -> OracleArrays:
     """Vectorised pure frequency-oracle estimate (Wang et al., USENIX Security 2017, §4).
 
@@ -190,9 +192,12 @@ def pure_oracle_arrays(
         q_star: P(a report supports v | the value is not v), likewise; must differ from p_star (item by
             item). Per-item rates give each item exactly what a call with that item's scalar rates gives.
         confidence: two-sided confidence level of the intervals.
+        extra_variance: E >= 0, variance of count_hat beyond Wang et al.'s (count scale; one number or one
+            per item; :attr:`ldp_client.spec.Support.extra_variance`): added to the variance, and to the
+            score test's variance in the interval below (V(c) + Delta^2 E).
 
     Returns:
-        count_hat = (C - n q*)/(p* - q*); std_error = sqrt(V(count_hat))/|p* - q*| with
+        count_hat = (C - n q*)/(p* - q*); std_error = sqrt(V(count_hat)/(p* - q*)^2 + E) with
         V(c) = n q*(1-q*) + c (p*-q*)(1-p*-q*) (Wang et al.'s variance, the exact variance of C given c);
         and the interval below.
 
@@ -211,7 +216,8 @@ def pure_oracle_arrays(
         { c : (C' - n q* - c Delta)^2 <= z^2 V(c) },   Delta = p* - q*,
 
     whose ends are the roots of a quadratic: c = c' + b -/+ sqrt(b^2 + 2 c' b + z^2 n q*(1-q*)/Delta^2)
-    with c' = (C' - n q*)/Delta and b = z^2 (1-p*-q*)/(2 Delta). Yates' continuity correction uses
+    with c' = (C' - n q*)/Delta and b = z^2 (1-p*-q*)/(2 Delta) (with an extra variance E, V(c) + Delta^2 E
+    in the test: z^2 E is added under the root). Yates' continuity correction uses
     C' = max(C - 1/2, 0) for the lower end and C' = min(C + 1/2, n) for the upper end (as Newcombe,
     Stat. Med. 1998, method 4, does for Wilson). The discriminant is >= 0 for every C in [0, n].
 
@@ -242,30 +248,58 @@ def pure_oracle_arrays(
     if sup.size and (not np.isfinite(sup).all() or float(sup.min()) < 0 or float(sup.max()) > n):
         bad = sup[~(np.isfinite(sup) & (sup >= 0) & (sup <= n))][0]
         raise InvalidReportError("support_counts", float(bad), f"counts in [0, n={n}]")
+    extra = _check_extra_variance(extra_variance, sup.shape[0])
     if per_item:
         # The same arithmetic element by element (each item's result equals a scalar call's, bit for bit).
         pa, qa = _check_item_rates(p_star, q_star, sup.shape[0])
         swap = pa < qa  # count non-supporting reports for these items (as below)
         return _oracle_math(
-            np.where(swap, n - sup, sup), n, np.where(swap, 1.0 - pa, pa), np.where(swap, 1.0 - qa, qa), z
+            np.where(swap, n - sup, sup),
+            n,
+            np.where(swap, 1.0 - pa, pa),
+            np.where(swap, 1.0 - qa, qa),
+            z,
+            extra,
         )
     if p < q:
         # Count non-supporting reports instead: same estimator, same variance, and p* > q* below.
         sup, p, q = n - sup, 1.0 - p, 1.0 - q
-    return _oracle_math(sup, n, p, q, z)
+    return _oracle_math(sup, n, p, q, z, extra)
 
 
-def _oracle_math(sup: NDArray[np.float64], n: int, p: Any, q: Any, z: float) -> OracleArrays:
+def _check_extra_variance(extra: Rates, items: int) -> Any:
+    """An extra variance: None for 0 (the default: nothing is added), else a number >= 0 or one finite
+    number >= 0 per item (float64)."""
+    if isinstance(extra, float | int) and not isinstance(extra, bool) and extra == 0:
+        return None
+    try:
+        arr = np.asarray(extra, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError("extra_variance", extra, "variances >= 0") from None
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != items):
+        raise InvalidParameterError("extra_variance", arr.shape, f"a variance or {items} (one per item)")
+    if arr.size and not (np.isfinite(arr).all() and float(arr.min()) >= 0):
+        bad = arr[~(np.isfinite(arr) & (arr >= 0))].ravel()[0]
+        raise InvalidParameterError("extra_variance", float(bad), "finite variances >= 0")
+    return arr if arr.ndim else float(arr)
+
+
+def _oracle_math(
+    sup: NDArray[np.float64], n: int, p: Any, q: Any, z: float, extra: Any = None
+) -> OracleArrays:
     """The estimate, standard error and interval of :func:`pure_oracle_arrays` for oriented rates p > q
-    (floats, or float64 arrays with one rate per item)."""
+    (floats, or float64 arrays with one rate per item), with ``extra`` variance (count scale) added."""
     delta = p - q
     count = (sup - n * q) / delta
     # The unclipped estimate keeps the variance estimate unbiased and positive (docstring).
     var = (n * q * (1.0 - q) + count * delta * (1.0 - p - q)) / (delta * delta)
-    std_error = np.sqrt(np.maximum(var, 0.0))  # >= n p* q* / Delta^2 > 0; the floor guards rounding only
-
     b = z * z * (1.0 - p - q) / (2.0 * delta)
     s = z * z * n * q * (1.0 - q) / (delta * delta)
+    if extra is not None:  # (only then: the floats of a mechanism without one stay bit for bit)
+        var = var + extra
+        s = s + z * z * extra
+    std_error = np.sqrt(np.maximum(var, 0.0))  # >= n p* q* / Delta^2 > 0; the floor guards rounding only
+
     c_lo = (np.maximum(sup - 0.5, 0.0) - n * q) / delta
     c_hi = (np.minimum(sup + 0.5, float(n)) - n * q) / delta
     ci_low = c_lo + b - np.sqrt(np.maximum(b * b + 2.0 * c_lo * b + s, 0.0))
@@ -319,7 +353,8 @@ def estimate_support(
 
     count_hat_v = (C_v - n q*)/(p* - q*) with standard error sqrt(n q*(1-q*) + count_hat_v (p*-q*)
     (1-p*-q*))/|p* - q*| and the continuity-corrected score interval of :func:`pure_oracle_arrays`, each
-    item with its own rates when they differ (Wang et al., USENIX Security 2017, §4).
+    item with its own rates when they differ (Wang et al., USENIX Security 2017, §4); the Support's
+    ``extra_variance`` (a sketch's hash collisions) is added to the variance and widens the interval.
 
     Args:
         support: labels, support counts, number of reports and rates (``spec.support(params, acc)``).
@@ -334,7 +369,14 @@ def estimate_support(
     n = support.n
     if n == 0:
         raise NoReportsError(0)
-    res = pure_oracle_arrays(support.counts, n, support.p_star, support.q_star, confidence)
+    res = pure_oracle_arrays(
+        support.counts,
+        n,
+        support.p_star,
+        support.q_star,
+        confidence,
+        extra_variance=support.extra_variance,
+    )
     if len(support.labels) != res.count.shape[0]:
         raise InvalidParameterError(
             "labels", len(support.labels), f"{res.count.shape[0]} labels (one per count)"
@@ -359,9 +401,16 @@ _NO_FREQUENCIES: dict[Kind, str] = {
 
 
 def estimate_frequencies(
-    params: MechanismParams, acc: Accumulator, *, confidence: float = 0.95
+    params: MechanismParams,
+    acc: Accumulator,
+    *,
+    confidence: float = 0.95,
+    candidates: Sequence[str] = (),
+    campaign_id: str = "",
 ) -> FrequencyEstimate:
-    """Frequency of every domain item for a pure frequency oracle.
+    """Frequency of every domain item for a pure frequency oracle (of every candidate string for a
+    mechanism that estimates candidates, ``spec.estimates_candidates``: then ``candidates`` is required,
+    and ``campaign_id`` names the campaign whose keys hash them).
 
     Support sets and rates per mechanism:
 
@@ -378,7 +427,8 @@ def estimate_frequencies(
     String RAPPOR needs a candidate dictionary: use :func:`estimate_rappor_candidates`.
 
     Raises:
-        InvalidParameterError: string RAPPOR params, or a bad confidence.
+        InvalidParameterError: string RAPPOR params, a bad confidence, candidates for a mechanism whose
+            items are fixed, none (or empty, repeated or non-string ones) for one that estimates them.
         InvalidReportError: ``acc`` does not belong to ``params``.
         NoReportsError: the accumulator is empty.
     """
@@ -386,10 +436,14 @@ def estimate_frequencies(
     if spec is not None:  # a registered mechanism: its Support, through the one pure-oracle estimator
         if spec.kind is not Kind.SUPPORT:
             raise InvalidParameterError("params", params.name, _NO_FREQUENCIES[spec.kind])
+        cands = _support_candidates(spec, candidates)
         check_matches(acc, params)
-        return estimate_support(
-            spec.support(params, acc), mechanism=params.name, epsilon=params.epsilon, confidence=confidence
+        support = (
+            spec.candidate_support(params, acc, cands, campaign_id=campaign_id)
+            if spec.estimates_candidates
+            else spec.support(params, acc)
         )
+        return estimate_support(support, mechanism=params.name, epsilon=params.epsilon, confidence=confidence)
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, RapporParams):
         raise InvalidParameterError(
@@ -425,6 +479,23 @@ def estimate_frequencies(
         confidence=float(confidence),
         items=items,
     )
+
+
+def _support_candidates(spec: Any, candidates: Sequence[str]) -> tuple[str, ...]:
+    """The validated candidates of a Kind.SUPPORT estimate: required (at least one, distinct strings) by a
+    spec that estimates candidate strings, refused by one whose items are fixed."""
+    if spec.estimates_candidates:
+        if isinstance(candidates, Sequence) and not isinstance(candidates, str | bytes) and not candidates:
+            raise InvalidParameterError(
+                "candidates",
+                [],
+                f"at least one candidate string for {spec.name} (its items are the candidate strings given "
+                "with the request or the campaign)",
+            )
+        return _check_candidates(candidates)
+    if candidates:
+        raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {spec.name}")
+    return ()
 
 
 def _ones(acc: Accumulator) -> NDArray[np.int64]:

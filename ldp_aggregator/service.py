@@ -30,7 +30,7 @@ from ldp_aggregator.auth import PermissionDeniedError, UnauthenticatedError
 from ldp_aggregator.logs import log_event
 from ldp_aggregator.ratelimit import DEFAULT_MAX_ACCUMULATOR_BYTES, ResourceLimitError
 from ldp_aggregator.store import BatchDelta, CampaignRecord, Store, SubmitOutcome
-from ldp_client import wire
+from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 
 if TYPE_CHECKING:
@@ -185,10 +185,23 @@ RAPPOR_NEEDS_CANDIDATES = (
 )
 
 
+#: Why ``items`` is empty in an estimate of a campaign whose mechanism hashes strings of any kind
+#: (``spec.estimates_candidates``) without candidate strings.
+NEEDS_CANDIDATES = (
+    "its reports hash strings of any kind: per-string estimates (items) need candidate strings, from the"
+    " campaign (Campaign.candidates) or the request (EstimateRequest.candidates)"
+)
+
+
 def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
     """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
-    if isinstance(info.params, RapporParams) and not candidates and not info.candidates:
+    if candidates or info.candidates:
+        return ""
+    if isinstance(info.params, RapporParams):
         return f"campaign {shown(info.campaign_id)} has no candidate strings: {RAPPOR_NEEDS_CANDIDATES}"
+    spec = registry.find(info.params)
+    if spec is not None and spec.estimates_candidates:
+        return f"campaign {shown(info.campaign_id)} has no candidate strings: {NEEDS_CANDIDATES}"
     return ""
 
 

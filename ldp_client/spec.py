@@ -22,7 +22,14 @@ reports supporting v and c_v users holding it::
     Var[count_hat_v] = (n q*(1 - q*) + c_v (p* - q*)(1 - p* - q*)) / (p* - q*)^2
 
 The rates may differ between items (binary RR: "yes" has p* = P(yes|yes), q* = P(yes|no); "no" has
-p* = 1 - P(yes|no), q* = 1 - P(yes|yes)), so they are a scalar or one value per item.
+p* = 1 - P(yes|no), q* = 1 - P(yes|yes)), so they are a scalar or one value per item. A mechanism whose
+reports are not independent given the counts (a sketch's hash rows are shared by every user of a campaign,
+so users holding one value collide together) adds the rest of its variance as ``extra_variance``, on the
+count scale, to Var[count_hat_v].
+
+Items are fixed by the parameters (a declared domain), or, for a mechanism that hashes strings of any kind
+(:attr:`MechanismSpec.estimates_candidates`), they are candidate strings given when estimating (the
+campaign's or the request's).
 
 Importing this module does not import numpy (the device's reporter imports it through the registry); the
 simulation and server methods of a spec import numpy when called.
@@ -205,6 +212,9 @@ class Support:
         q_star: P(a report supports v | its user does not hold v): a scalar, or one per item; it differs
             from p_star for every item.
         epsilon_inf: the longitudinal bound reported with the estimates (None: the mechanism has none).
+        extra_variance: variance of count_hat_v beyond the contract's formula, on the count scale (a scalar,
+            or one per item; 0 by default): what the mechanism's own model adds, e.g. a sketch's hash
+            collisions. The estimator adds it to the variance and widens the interval by it.
     """
 
     labels: tuple[str, ...]
@@ -213,6 +223,7 @@ class Support:
     p_star: Rates
     q_star: Rates
     epsilon_inf: float | None = None
+    extra_variance: Rates = 0.0
 
 
 class CountsView(Protocol):
@@ -380,6 +391,9 @@ class MechanismSpec(abc.ABC, Generic[P]):
         chosen_by_auto: ``auto`` compares this mechanism (a frequency oracle over a declared domain):
             ``make`` at an epsilon with no other field builds its lowest-variance setting, and it offers
             :meth:`variance` and :meth:`report_bits`, the two figures ``auto`` chooses by.
+        estimates_candidates: a device encodes any string (hashed), so the parameters fix no items: the
+            items estimated are candidate strings given when estimating (the campaign's, or the request's),
+            passed to :meth:`candidate_support`; simulations hash their population's labels.
     """
 
     name: ClassVar[str]
@@ -391,6 +405,7 @@ class MechanismSpec(abc.ABC, Generic[P]):
     per_device_state: ClassVar[bool] = False
     epsilon_field: ClassVar[str | None] = None
     chosen_by_auto: ClassVar[bool] = False
+    estimates_candidates: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -573,8 +588,17 @@ class MechanismSpec(abc.ABC, Generic[P]):
         raise NotImplementedError
 
     def support(self, params: P, acc: Any, candidates: Sequence[str] = ()) -> Support:
-        """The :class:`Support` of a campaign's accumulator (read through its view protocol). Kind.SUPPORT
-        only; ``candidates`` for mechanisms that estimate a candidate list."""
+        """The :class:`Support` of a campaign's accumulator (read through its view protocol) for the items
+        of :meth:`items`. Kind.SUPPORT only (a mechanism that estimates candidate strings:
+        :meth:`candidate_support`)."""
+        raise NotImplementedError
+
+    def candidate_support(
+        self, params: P, acc: Any, candidates: Sequence[str], *, campaign_id: str
+    ) -> Support:
+        """The :class:`Support` of candidate strings (validated, distinct, at least one), the items of a
+        mechanism that :attr:`estimates_candidates`, for campaign ``campaign_id`` (whose keys hash them).
+        Kind.SUPPORT only."""
         raise NotImplementedError
 
     def items_per_user(self, params: P) -> tuple[int, int]:
@@ -621,3 +645,16 @@ class MechanismSpec(abc.ABC, Generic[P]):
         output's public randomness where :meth:`exact_outputs` enumerates a sample of it. By default looked
         up in :meth:`exact_outputs`."""
         return self.exact_outputs(params, value).get(output, Fraction(0))
+
+    def campaign_inputs(self, params: P, campaign_id: str) -> tuple[Any, ...]:
+        """:meth:`inputs` for a device of campaign ``campaign_id``: a mechanism whose encoding depends on the
+        campaign (it hashes strings with keys derived from the campaign id) chooses inputs there that show
+        its worst case (for the exact epsilon) and meet the model its estimator assumes at the expected
+        counts (a sketch: every pair of inputs collides in exactly the expected share of hash rows). By
+        default :meth:`inputs`."""
+        return self.inputs(params)
+
+    def campaign_outputs(self, params: P, value: Any, campaign_id: str) -> Mapping[Hashable, Fraction]:
+        """:meth:`exact_outputs` for a device of campaign ``campaign_id`` (see :meth:`campaign_inputs`).
+        By default :meth:`exact_outputs`."""
+        return self.exact_outputs(params, value)

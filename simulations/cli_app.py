@@ -347,7 +347,9 @@ RepeatOpt = Annotated[int, typer.Option("--repeat", "-r", help="Independent repe
 CandidatesOpt = Annotated[
     Path | None,
     typer.Option(
-        "--candidates", help="rappor: file of candidate strings, one per line (default: the labels)."
+        "--candidates",
+        help="Mechanisms whose devices hash strings (rappor, ...): file of candidate strings, one per line "
+        "(default: the labels).",
     ),
 ]
 ConfidenceOpt = Annotated[float, typer.Option("--confidence", help="Level of the intervals.")]

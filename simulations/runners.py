@@ -161,6 +161,9 @@ _PER_REPORT_PILOT_USERS = 10**6
 # kinds this runner simulates: simulations.numeric runs those of kind MEAN with its own client).
 _STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state and s.kind is not Kind.MEAN)
 _STATELESS_TEXT = " and ".join(", ".join(_STATELESS).rsplit(", ", 1))
+# Mechanisms whose items are candidate strings (SimulationConfig.candidates): string RAPPOR (not yet
+# registered) and the registered ones that estimate candidates.
+_CANDIDATE_MECHANISMS = ("rappor", *(s.name for s in registry.SPECS if s.estimates_candidates))
 # Mechanisms not yet registered whose population has a fixed number of values (0 = false, 1 = true).
 _UNPORTED_FIXED_DOMAIN = {"boolean-rappor": 2}
 _SUBMIT_ATTEMPTS = 6
@@ -258,7 +261,8 @@ class SimulationConfig:
         mode: ``sum``, ``report`` or ``grpc`` (module docstring).
         seed: root of every generator (``numpy.random.SeedSequence(seed)``; one child per repeat).
         repeats: independent simulations R.
-        candidates: string RAPPOR only: the candidate strings to estimate (default: the population's labels).
+        candidates: string RAPPOR and the mechanisms that estimate candidate strings
+            (``spec.estimates_candidates``): the strings to estimate (default: the population's labels).
         confidence: two-sided level of the estimators' intervals.
         detection_alpha: family-wise level of the RAPPOR detection test (module docstring).
         chunk_size: users per chunk in the report runner (bounds memory).
@@ -326,9 +330,11 @@ class SimulationConfig:
             if isinstance(self.candidates, str | bytes) or not isinstance(self.candidates, Sequence):
                 raise InvalidParameterError("candidates", self.candidates, "a sequence of candidate strings")
             cands = tuple(self.candidates)
-            if self.mechanism != "rappor":
+            if self.mechanism not in _CANDIDATE_MECHANISMS:
                 raise InvalidParameterError(
-                    "candidates", f"{len(cands)} candidates", f"none for {self.mechanism} (only for rappor)"
+                    "candidates",
+                    f"{len(cands)} candidates",
+                    f"none for {self.mechanism} (only for {', '.join(_CANDIDATE_MECHANISMS)})",
                 )
             if not cands:
                 raise InvalidParameterError("candidates", cands, "at least one candidate string")
@@ -392,7 +398,8 @@ class PreparedSimulation:
         domain_size: D, the number of population values.
         value_labels: label of each population value 0..D-1 (the strings RAPPOR hashes).
         params: the mechanism's parameters.
-        items: labels of the estimated items: the population's values, or the RAPPOR candidates.
+        items: labels of the estimated items: the population's values, or the candidate strings (string
+            RAPPOR, ``spec.estimates_candidates``).
         item_index: population value of each item, -1 for a candidate no user can hold.
     """
 
@@ -411,6 +418,13 @@ class PreparedSimulation:
         ok = idx >= 0
         out[ok] = value_counts[idx[ok]]
         return out
+
+
+def _estimates_candidates(params: MechanismParams) -> bool:
+    """The items are candidate strings, the population's labels (which the devices hash) or a dictionary:
+    string RAPPOR, and a registered mechanism that estimates candidates (``spec.estimates_candidates``)."""
+    spec = registry.find(params)
+    return isinstance(params, RapporParams) if spec is None else spec.estimates_candidates
 
 
 def _fixed_domain_size(mechanism: str) -> int | None:
@@ -502,7 +516,7 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
     except InvalidParameterError as exc:
         raise InvalidParameterError("domain", d, exc.allowed) from exc
     params = _build_params(config, d)
-    if isinstance(params, RapporParams):
+    if _estimates_candidates(params):
         items = tuple(config.candidates) if config.candidates is not None else labels
         where = {label: i for i, label in enumerate(labels)}
         index = np.array([where.get(c, -1) for c in items], dtype=np.int64)
@@ -666,7 +680,12 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
             params, acc, campaign_id=prep.config.campaign_id, candidates=prep.items, confidence=conf
         )
     else:
-        est = estimate_frequencies(params, acc, confidence=conf)
+        # A mechanism that estimates candidate strings estimates the items: the population's labels, or
+        # the --candidates dictionary.
+        cands = prep.items if _estimates_candidates(params) else ()
+        est = estimate_frequencies(
+            params, acc, confidence=conf, candidates=cands, campaign_id=prep.config.campaign_id
+        )
     items = est.items
     return _Outcome(
         truth=truth,
@@ -892,6 +911,7 @@ def _reporter_task(task: _Task) -> tuple[NDArray[np.int64], int]:
     rng = np.random.default_rng(task.seed)
     counts = np.zeros(task.domain_size, dtype=np.int64)
     spec = registry.spec_for(task.params)  # SimulationConfig allows this client for registered ones only
+    candidates = spec.estimates_candidates
     # The reporter refuses a campaign above max_epsilon: allow this campaign's (float-rounded) epsilon.
     max_eps = float(task.params.epsilon) * (1.0 + 1e-9) + 1e-12
     access = task.access or ClientAccess()
@@ -913,7 +933,8 @@ def _reporter_task(task: _Task) -> tuple[NDArray[np.int64], int]:
                 ):
                     counts += np.bincount(values, minlength=task.domain_size)
                     for v in values.tolist():  # one call per user, as an app would: the point of this client
-                        reporter.report(spec.input_value(task.params, v))
+                        # A mechanism hashing strings reports the population label itself.
+                        reporter.report(task.labels[v] if candidates else spec.input_value(task.params, v))
                 settled = reporter.flush(timeout=600.0)
                 stats = reporter.stats()
             finally:
@@ -954,7 +975,7 @@ def _outcome_from_proto(
             f"campaign {campaign_id!r}: the aggregator returned {len(items)} items, "
             f"expected {len(prep.items)}"
         )
-    if isinstance(prep.params, RapporParams) and [it.label for it in items] != list(prep.items):
+    if _estimates_candidates(prep.params) and [it.label for it in items] != list(prep.items):
         raise SimulationError(f"campaign {campaign_id!r}: the aggregator returned other candidates")
     return _Outcome(
         truth=truth,
@@ -1104,7 +1125,7 @@ def _run_grpc(
     cfg = prep.config
     params = prep.params
     batch_size = max(1, min(cfg.batch_size, _MAX_BATCH_BYTES // _row_bytes(params)))
-    labels = prep.value_labels if isinstance(params, RapporParams) else ()
+    labels = prep.value_labels if _estimates_candidates(params) else ()
     outcomes: list[_Outcome] = []
     with contextlib.ExitStack() as stack:
         session = stack.enter_context(aggregator_session(cfg.server, cfg.access, cfg.reporter_access))
@@ -1122,8 +1143,8 @@ def _run_grpc(
                 campaign_id=campaign_id,
                 params=params,
                 description=f"ldp-sim: {cfg.mechanism} on {cfg.population}, {cfg.n_users} users, repeat {r}",
-                # String RAPPOR: the candidate dictionary lives with the campaign, as an operator sets it.
-                candidates=list(prep.items) if isinstance(params, RapporParams) else (),
+                # Candidate strings live with the campaign, as an operator sets them.
+                candidates=list(prep.items) if _estimates_candidates(params) else (),
             )
             try:
                 analyst.CreateCampaign(
@@ -1176,7 +1197,7 @@ def _run_grpc(
                 )
             request = estimates_pb2.EstimateRequest(
                 campaign_id=campaign_id,
-                candidates=list(prep.items) if isinstance(params, RapporParams) else [],
+                candidates=list(prep.items) if _estimates_candidates(params) else [],
                 confidence=cfg.confidence,
             )
             resp = get_estimate_checked(analyst, target, request, cfg.n_users)

@@ -14,6 +14,11 @@ A new mechanism joins these tests by being registered. What each check guards:
 * codec round trips: parameters, batches, single reports, journal rows (bytes equal to the batch codec's);
 * accumulators: merge associative and commutative, the byte form round-trips, the size bound holds;
 * the mechanism is offered by ``ldp-sim run`` and by ``ldp-aggregator campaign create``.
+
+Every exact check is for a device of the campaign :data:`CAMPAIGN` (``spec.campaign_inputs`` and
+``spec.campaign_outputs``): a mechanism that hashes strings with keys derived from the campaign id has inputs
+and outputs that depend on it. A mechanism that estimates candidate strings (``spec.estimates_candidates``)
+is estimated with its inputs as the candidates.
 """
 
 from __future__ import annotations
@@ -63,13 +68,46 @@ SPECS = [pytest.param(spec, id=spec.name) for spec in registry.SPECS]
 runner = CliRunner()
 # Seeded sampling checks: a cell may deviate from its expectation by at most this many standard deviations.
 Z = 6.0
+CAMPAIGN = "conformance"
+"""The campaign of every exact check (a mechanism hashing with campaign keys depends on it)."""
+
+
+def _inputs(spec: MechanismSpec[Any], params: Any) -> tuple[Any, ...]:
+    return spec.campaign_inputs(params, CAMPAIGN)
+
+
+def _dist(spec: MechanismSpec[Any], params: Any, value: Any) -> Any:
+    return spec.campaign_outputs(params, value, CAMPAIGN)
+
+
+def _labels(spec: MechanismSpec[Any], params: Any) -> list[str]:
+    """The population labels of the inputs (the strings a device of a string-hashing mechanism encodes)."""
+    return [str(x) for x in _inputs(spec, params)]
+
+
+def _candidates(spec: MechanismSpec[Any], params: Any) -> tuple[str, ...]:
+    """What an estimate is asked for: the inputs' labels for a mechanism that estimates candidate strings,
+    else nothing (its items are fixed)."""
+    return tuple(_labels(spec, params)) if spec.estimates_candidates else ()
+
+
+def _items(spec: MechanismSpec[Any], params: Any) -> tuple[str, ...]:
+    """The labels of the estimated items."""
+    return _candidates(spec, params) if spec.estimates_candidates else spec.items(params)
+
+
+def _support(spec: MechanismSpec[Any], params: Any, acc: Any) -> Any:
+    """The spec's Support of an accumulator: of its items, or of the candidates of :data:`CAMPAIGN`."""
+    if spec.estimates_candidates:
+        return spec.candidate_support(params, acc, _candidates(spec, params), campaign_id=CAMPAIGN)
+    return spec.support(params, acc)
 
 
 def _outputs(spec: MechanismSpec[Any], params: Any) -> list[Any]:
     """Every output the encoder can produce for some input, in a fixed order."""
     seen: dict[Any, None] = {}
-    for x in spec.inputs(params):
-        for y, p in spec.exact_outputs(params, x).items():
+    for x in _inputs(spec, params):
+        for y, p in _dist(spec, params, x).items():
             if p > 0:
                 seen.setdefault(y, None)
     return sorted(seen, key=repr)
@@ -101,8 +139,8 @@ def _sum_moments(
     per_output = {y: _one_report_sums(spec, params, y) for y in _outputs(spec, params)}
     mean: dict[str, np.ndarray] = {}
     var: dict[str, np.ndarray] = {}
-    for x, c in zip(spec.inputs(params), true_counts, strict=True):
-        dist = [(y, p) for y, p in spec.exact_outputs(params, x).items() if p > 0]
+    for x, c in zip(_inputs(spec, params), true_counts, strict=True):
+        dist = [(y, p) for y, p in _dist(spec, params, x).items() if p > 0]
         for name in next(iter(per_output.values())):
             m = sum(float(p) * per_output[y][name] for y, p in dist)
             m2 = sum(float(p) * per_output[y][name] ** 2 for y, p in dist)
@@ -120,8 +158,8 @@ def _exact_expected_sums(spec: MechanismSpec[Any], params: Any, true_counts: lis
         names = LAYOUT_SUMS[spec.layout(params).kind]
         per_output[y] = {name: np.array(getattr(acc, name), dtype=object) for name in names}
     total: dict[str, Any] = {}
-    for x, c in zip(spec.inputs(params), true_counts, strict=True):
-        for y, p in spec.exact_outputs(params, x).items():
+    for x, c in zip(_inputs(spec, params), true_counts, strict=True):
+        for y, p in _dist(spec, params, x).items():
             if p == 0:
                 continue
             for name, arr in per_output[y].items():
@@ -181,8 +219,8 @@ def test_parameters_by_name_round_trip(spec: MechanismSpec[Any], params: Any) ->
 
 @pytest.mark.parametrize(("spec", "params"), CASES)
 def test_exact_epsilon_by_enumeration(spec: MechanismSpec[Any], params: Any) -> None:
-    inputs = spec.inputs(params)
-    dists = [spec.exact_outputs(params, x) for x in inputs]
+    inputs = _inputs(spec, params)
+    dists = [_dist(spec, params, x) for x in inputs]
     for x, dist in zip(inputs, dists, strict=True):
         assert sum(dist.values()) == 1, f"P(.|{x!r}) sums to {sum(dist.values())}"
         assert all(isinstance(p, Fraction) and p >= 0 for p in dist.values())
@@ -201,9 +239,9 @@ def test_exact_epsilon_by_enumeration(spec: MechanismSpec[Any], params: Any) -> 
 
 @pytest.mark.parametrize(("spec", "params"), CASES)
 def test_device_encoder_outputs_are_the_enumerated_ones(spec: MechanismSpec[Any], params: Any) -> None:
-    encode = encoder_for(params, campaign_id="conformance", secret=ClientSecret.from_bytes(bytes(range(32))))
-    for x in spec.inputs(params):
-        possible = {y for y, p in spec.exact_outputs(params, x).items() if p > 0}
+    encode = encoder_for(params, campaign_id=CAMPAIGN, secret=ClientSecret.from_bytes(bytes(range(32))))
+    for x in _inputs(spec, params):
+        possible = {y for y, p in _dist(spec, params, x).items() if p > 0}
         for _ in range(64):
             y = encode(x)
             # Outside the enumeration only where it samples public randomness (a seed): then y must
@@ -217,13 +255,13 @@ def test_device_encoder_outputs_are_the_enumerated_ones(spec: MechanismSpec[Any]
 def test_batch_encoder_follows_the_exact_distribution(spec: MechanismSpec[Any], params: Any) -> None:
     n = 2_000_000  # a threshold off by 1% (an output probability by 0.25%) moves a count past the bound
     rng = np.random.default_rng(20_240_614)
-    labels = [str(x) for x in spec.inputs(params)]
-    for i in range(len(spec.inputs(params))):
+    labels = _labels(spec, params)
+    for i in range(len(labels)):
         true_counts = [n if j == i else 0 for j in range(len(labels))]
         expected, variance = _sum_moments(spec, params, true_counts)
         acc = accumulator_for(params)
         columns = spec.encode_batch(
-            params, np.full(n, i, dtype=np.int64), rng, campaign_id="conformance", labels=labels
+            params, np.full(n, i, dtype=np.int64), rng, campaign_id=CAMPAIGN, labels=labels
         )
         add_columns(acc, params, columns)
         assert acc.n == n
@@ -240,7 +278,8 @@ def test_sum_sampler_follows_the_exact_distribution(spec: MechanismSpec[Any], pa
     if sampler is None:
         pytest.skip(f"{spec.name} has no exact sum sampler (the simulator encodes every report)")
     # The sampler's cost does not depend on the users: many of them make the check sharp.
-    true_counts = [10**7 + 10**6 * i for i in range(len(spec.inputs(params)))]
+    labels = _labels(spec, params)
+    true_counts = [10**7 + 10**6 * i for i in range(len(labels))]
     n = sum(true_counts)
     expected = _expected_sums(spec, params, true_counts)
     rng = np.random.default_rng(7)
@@ -249,7 +288,7 @@ def test_sum_sampler_follows_the_exact_distribution(spec: MechanismSpec[Any], pa
     for _ in range(repeats):
         acc = accumulator_from_sums(
             params,
-            sampler(np.asarray(true_counts, dtype=np.int64), rng, campaign_id="c", labels=[]),
+            sampler(np.asarray(true_counts, dtype=np.int64), rng, campaign_id=CAMPAIGN, labels=labels),
         )
         assert acc.n == n
         for name, arr in _sums(spec, params, acc).items():
@@ -265,12 +304,12 @@ def test_sum_sampler_follows_the_exact_distribution(spec: MechanismSpec[Any], pa
 
 @pytest.mark.parametrize(("spec", "params"), CASES)
 def test_estimator_is_exact_at_expected_counts(spec: MechanismSpec[Any], params: Any) -> None:
-    true_counts = [1000 * (i + 1) + 7 * i * i for i in range(len(spec.inputs(params)))]
+    true_counts = [1000 * (i + 1) + 7 * i * i for i in range(len(_inputs(spec, params)))]
     n = sum(true_counts)
     if spec.kind is Kind.SUPPORT:
         view = SimpleNamespace(**_expected_sums(spec, params, true_counts), n=n)
-        support = spec.support(params, view)
-        assert support.labels == spec.items(params) and support.n == n
+        support = _support(spec, params, view)
+        assert support.labels == _items(spec, params) and support.n == n
         est = estimate_support(support, mechanism=spec.name, epsilon=params.epsilon)
         counts = np.array([it.count for it in est.items])
         np.testing.assert_allclose(counts, true_counts, rtol=1e-9, atol=1e-6 * n)
@@ -288,7 +327,7 @@ def test_estimator_is_exact_at_expected_counts(spec: MechanismSpec[Any], params:
         design = spec.mean_design(params)
         assert moments.n == n and design.labels == spec.items(params)
         est = estimate_moments(moments, mechanism=spec.name, epsilon=params.epsilon)
-        values = [np.atleast_1d(np.asarray(x, dtype=object)) for x in spec.inputs(params)]
+        values = [np.atleast_1d(np.asarray(x, dtype=object)) for x in _inputs(spec, params)]
         for a, (lo, hi) in enumerate(design.ranges):
             truth = sum(c * Fraction(v[a]) for c, v in zip(true_counts, values, strict=True)) / n
             assert est.means[a].label == design.labels[a]
@@ -302,11 +341,16 @@ def test_the_facades_estimate_through_the_spec(spec: MechanismSpec[Any], params:
     acc = accumulator_for(params)
     outputs = _outputs(spec, params)
     add_columns(acc, params, wire.batch_from_reports(params, outputs * 3))
-    info = wire.CampaignInfo(campaign_id="c", params=params)
+    info = wire.CampaignInfo(campaign_id=CAMPAIGN, params=params)
     if spec.kind is Kind.SUPPORT:
-        direct = estimate_support(spec.support(params, acc), mechanism=spec.name, epsilon=params.epsilon)
-        assert estimate_frequencies(params, acc) == direct
-        assert estimate_campaign(info, acc).frequencies == direct
+        cands = _candidates(spec, params)
+        direct = estimate_support(_support(spec, params, acc), mechanism=spec.name, epsilon=params.epsilon)
+        assert estimate_frequencies(params, acc, candidates=cands, campaign_id=CAMPAIGN) == direct
+        assert estimate_campaign(info, acc, candidates=cands).frequencies == direct
+        if spec.estimates_candidates:  # the campaign's candidates when the request has none
+            with_cands = wire.CampaignInfo(campaign_id=CAMPAIGN, params=params, candidates=cands)
+            assert estimate_campaign(with_cands, acc).frequencies == direct
+            assert estimate_campaign(info, acc).frequencies is None
     elif spec.kind is Kind.MEAN:
         moments = spec.moments(params, acc)
         direct_means = estimate_moments(moments, mechanism=spec.name, epsilon=params.epsilon)
@@ -419,6 +463,9 @@ def _cli_args(spec: MechanismSpec[Any], params: Any, *, domain_option: str) -> l
         )
     elif args.domain is not None:
         out += ["--domain" if domain_option == "labels" else "-d", str(args.domain)]
+    elif domain_option == "size" and spec.estimates_candidates:
+        # Strings of any kind, hashed by the devices: the simulated population's size.
+        out += ["-d", str(len(_inputs(spec, params)))]
     for name, value in args.fields.items():
         out += ["--param", f"{name}={value!r}" if isinstance(value, float) else f"{name}={value}"]
     return out

@@ -708,3 +708,50 @@ def test_estimate_support_is_the_pure_oracle_estimate() -> None:
     with pytest.raises(InvalidParameterError) as info:
         estimate_support(mismatched, mechanism="m", epsilon=1.0)
     assert info.value.field == "labels"
+
+
+def test_extra_variance_adds_to_the_variance_and_widens_the_interval() -> None:
+    from ldp_aggregator.estimators import estimate_support
+    from ldp_client.spec import Support
+
+    n, p, q, z = 1000, 0.7, 0.3, NormalDist().inv_cdf(0.975)
+    base = Support(labels=("a", "b"), counts=[420, 250], n=n, p_star=p, q_star=q)
+    extra = Support(
+        labels=("a", "b"), counts=[420, 250], n=n, p_star=p, q_star=q, extra_variance=(0.0, 900.0)
+    )
+    plain = estimate_support(base, mechanism="m", epsilon=1.0)
+    wider = estimate_support(extra, mechanism="m", epsilon=1.0)
+    # No extra variance: the same floats, bit for bit.
+    assert wider.items[0] == plain.items[0]
+    assert (
+        estimate_support(
+            Support(labels=("a", "b"), counts=[420, 250], n=n, p_star=p, q_star=q, extra_variance=0.0),
+            mechanism="m",
+            epsilon=1.0,
+        )
+        == plain
+    )
+    b0, b1 = plain.items[1], wider.items[1]
+    assert b1.count == b0.count
+    assert b1.std_error**2 == pytest.approx(b0.std_error**2 + 900.0, rel=1e-12)
+    assert b1.ci_low < b0.ci_low and b1.ci_high > b0.ci_high
+    # The ends solve the score test with the extra variance: (C' - n q - c D)^2 = z^2 (V(c) + D^2 E).
+    delta = p - q
+    for end, c_prime in ((b1.ci_low, 250 - 0.5), (b1.ci_high, 250 + 0.5)):
+        lhs = (c_prime - n * q - end * delta) ** 2
+        rhs = z * z * (n * q * (1 - q) + end * delta * (1 - p - q) + delta**2 * 900.0)
+        assert lhs == pytest.approx(rhs, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("extra", "allowed"),
+    [
+        (-1.0, "finite variances >= 0"),
+        (math.nan, "finite variances >= 0"),
+        ((1.0, 2.0, 3.0), "(one per item)"),
+    ],
+)
+def test_extra_variance_is_checked(extra: object, allowed: str) -> None:
+    with pytest.raises(InvalidParameterError) as info:
+        pure_oracle_arrays([10, 20], 100, 0.6, 0.2, extra_variance=extra)  # type: ignore[arg-type]
+    assert info.value.field == "extra_variance" and allowed in info.value.allowed

@@ -2,7 +2,8 @@
 
 ``tests/fixtures/wire_golden.json`` holds, for every mechanism, the Campaign, a ReportBatch built from
 journal rows, one Report and the journal rows themselves, as the release named in the file encoded them
-(``tests/fixtures/make_wire_golden.py`` wrote it; this test never regenerates it). Any change to how
+(``tests/fixtures/make_wire_golden.py`` wrote it; this test never regenerates it); a mechanism added later
+pins its own in ``wire_golden_<NAME>.json``, as the release that added it encoded them. Any change to how
 parameters, batches, reports or journal rows are encoded fails here.
 """
 
@@ -20,7 +21,11 @@ from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
 from ldp_client.params import make_params
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "wire_golden.json"
-CASES: list[dict[str, Any]] = json.loads(FIXTURE.read_text(encoding="utf-8"))["cases"]
+# The release's pins, then those of each mechanism added later (one file each).
+FIXTURES = [FIXTURE, *sorted(FIXTURE.parent.glob("wire_golden_*.json"))]
+CASES: list[dict[str, Any]] = [
+    case for path in FIXTURES for case in json.loads(path.read_text(encoding="utf-8"))["cases"]
+]
 
 
 def _params(case: dict[str, Any]) -> Any:
