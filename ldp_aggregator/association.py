@@ -201,7 +201,7 @@ def side_likelihood(
         log_lik = np.full((idx.size, len(labels)), math.log(params.q))
         log_lik[np.arange(idx.size), idx] = math.log(params.p)
         return SideLikelihood(labels=labels, log_lik=log_lik, offset=np.zeros(idx.size))
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     a1, a0 = math.log(qs / ps), math.log((1.0 - qs) / (1.0 - ps))
     rows = np.asarray(columns[1] if isinstance(params, RapporParams) else columns, dtype=np.uint8)
     k = params.k

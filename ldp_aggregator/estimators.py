@@ -391,9 +391,10 @@ def estimate_frequencies(
       P(yes|yes), q* = P(yes|no); "no" by a no report, p* = 1 - P(yes|no), q* = 1 - P(yes|yes); grr,
       the domain labels: v is supported by the report v, p* = p, q* = (1-p)/(d-1)).
     - basic-rappor (domain labels): v is supported by a report with bit v set, with RAPPOR's
-      p* = q_star = P(bit 1 | Bloom bit 1) and q* = p_star = P(bit 1 | Bloom bit 0) (CCS 2014 names).
-    - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = q_star,
-      q* = p_star), "false" by a clear bit (p* = 1 - p_star, q* = 1 - q_star).
+      p* = prob_one_if_set = P(bit 1 | Bloom bit 1) and q* = prob_one_if_clear = P(bit 1 | Bloom bit 0).
+    - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = prob_one_if_set,
+      q* = prob_one_if_clear), "false" by a clear bit (p* = 1 - prob_one_if_clear,
+      q* = 1 - prob_one_if_set).
 
     - oue, sue, olh, blh, ss, hr and set-valued (issue 6): see :mod:`ldp_aggregator.oracles`.
 
@@ -435,7 +436,9 @@ def estimate_frequencies(
         raise NoReportsError(0)
     epsilon_inf: float | None = None
     if isinstance(params, BasicRapporParams):
-        res = pure_oracle_arrays(_ones(acc)[0], n, params.q_star, params.p_star, confidence)
+        res = pure_oracle_arrays(
+            _ones(acc)[0], n, params.prob_one_if_set, params.prob_one_if_clear, confidence
+        )
         labels = [params.domain.label(i) for i in range(params.domain.size)]
         items = _items(labels, res, n)
         epsilon_inf = params.epsilon_inf
@@ -443,7 +446,7 @@ def estimate_frequencies(
         raise InvalidParameterError("params", params.name, "one variable (paired: use EstimateAssociation)")
     else:  # BooleanRapporParams (check_matches rejected anything else)
         ones = _ones(acc)[0]
-        qs, ps = params.q_star, params.p_star
+        qs, ps = params.prob_one_if_set, params.prob_one_if_clear
         false = pure_oracle_arrays(n - ones, n, 1.0 - ps, 1.0 - qs, confidence)
         true = pure_oracle_arrays(ones, n, qs, ps, confidence)
         items = _items(("false",), false, n) + _items(("true",), true, n)
@@ -468,7 +471,7 @@ def _rappor_bit_arrays(
     params: RapporParams, acc: BitCountAccumulator
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(t_hat (m, k), Var[t_hat] (m, k)) per decode.R's EstimateBloomCounts (see estimate_rappor_bits)."""
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     N = acc.cohort_reports.astype(np.float64)[:, None]
     c = acc.ones.astype(np.float64)
@@ -698,7 +701,7 @@ def estimate_rappor_candidates(
     t_hat, _ = _rappor_bit_arrays(params, bits)
     pi_hat = G_inv @ (X.T @ t_hat.ravel())
 
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     r = np.clip(ps + delta * (X @ pi_hat), min(ps, qs), max(ps, qs))
     var_t = N_row * r * (1.0 - r) / (delta * delta)

@@ -152,13 +152,16 @@ class _RapporNoise:
         return threshold_to_probability(self.q_threshold)
 
     @property
-    def q_star(self) -> float:
-        """P(reported bit = 1 | Bloom bit = 1), from the effective f, p, q."""
+    def prob_one_if_set(self) -> float:
+        """P(reported bit = 1 | Bloom bit = 1), from the effective f, p, q (CCS 2014 calls it q*).
+
+        Named by the Bloom bit it conditions on, so that it cannot be taken for the ``q_star`` of the
+        Support contract (:mod:`ldp_client.spec`), which means P(a report supports v | v not held)."""
         return privacy.rappor_effective_rates(self.f_effective, self.p_effective, self.q_effective)[0]
 
     @property
-    def p_star(self) -> float:
-        """P(reported bit = 1 | Bloom bit = 0), from the effective f, p, q."""
+    def prob_one_if_clear(self) -> float:
+        """P(reported bit = 1 | Bloom bit = 0), from the effective f, p, q (CCS 2014 calls it p*)."""
         return privacy.rappor_effective_rates(self.f_effective, self.p_effective, self.q_effective)[1]
 
 
@@ -253,7 +256,7 @@ class BooleanRapporParams(_RapporNoise):
     """Boolean RAPPOR (k = 1): the single bit is the value itself, then PRR and IRR.
 
     One bit differs between the two inputs, so eps_inf = ln((1-f/2)/(f/2)) and eps_1 is the epsilon of
-    the one-bit channel with P(1|1) = q*, P(1|0) = p*.
+    the one-bit channel with P(1|1) = prob_one_if_set, P(1|0) = prob_one_if_clear.
     """
 
     name: ClassVar[str] = "boolean-rappor"
@@ -271,7 +274,7 @@ class BooleanRapporParams(_RapporNoise):
 
     @property
     def epsilon_one(self) -> float:
-        return privacy.binary_channel_epsilon(self.q_star, self.p_star)
+        return privacy.binary_channel_epsilon(self.prob_one_if_set, self.prob_one_if_clear)
 
     @property
     def epsilon(self) -> float:

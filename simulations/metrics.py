@@ -286,9 +286,10 @@ def _support_rates(params: MechanismParams) -> list[tuple[float, float]]:
         return list(zip(p_items, q_items, strict=True))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, BasicRapporParams):
-        return [(params.q_star, params.p_star)]
+        return [(params.prob_one_if_set, params.prob_one_if_clear)]
     if isinstance(params, BooleanRapporParams):
-        return [(params.q_star, params.p_star), (1.0 - params.p_star, 1.0 - params.q_star)]
+        rates = (params.prob_one_if_set, params.prob_one_if_clear)
+        return [rates, (1.0 - rates[1], 1.0 - rates[0])]
     if isinstance(params, FREQUENCY_ORACLE_TYPES):
         return [(params.p_star, params.q_star)]
     return []

@@ -67,8 +67,8 @@ def _check_probability(name: str, x: object) -> float:
 
 
 def sample_bit_counts(
-    q_star: float,
-    p_star: float,
+    prob_one_if_set: float,
+    prob_one_if_clear: float,
     set_counts: NDArray[np.int64],
     cohort_reports: NDArray[np.int64],
     rng: np.random.Generator,
@@ -83,15 +83,15 @@ def sample_bit_counts(
     the same users are independent too, so the whole (m, k) array has the right joint law.)
 
     Args:
-        q_star: P(reported bit = 1 | Bloom bit = 1).
-        p_star: P(reported bit = 1 | Bloom bit = 0).
+        prob_one_if_set: q* = P(reported bit = 1 | Bloom bit = 1).
+        prob_one_if_clear: p* = P(reported bit = 1 | Bloom bit = 0).
         set_counts: S, shape (m, k): users of cohort j whose Bloom bit i is set.
         cohort_reports: N, shape (m,): reports in cohort j; S[j, i] <= N[j].
         rng: the seeded generator.
     """
     g = _check_rng(rng)
-    q = _check_probability("q_star", q_star)
-    p = _check_probability("p_star", p_star)
+    q = _check_probability("prob_one_if_set", prob_one_if_set)
+    p = _check_probability("prob_one_if_clear", prob_one_if_clear)
     s = _as_counts("set_counts", set_counts, ndim=2)
     n = _as_counts("cohort_reports", cohort_reports, ndim=1, shape=(s.shape[0],))
     unset = n[:, None] - s
@@ -109,8 +109,10 @@ def sample_rappor_bits(
     cohort_reports: NDArray[np.int64],
     rng: np.random.Generator,
 ) -> NDArray[np.int64]:
-    """:func:`sample_bit_counts` with q* and p* of ``params`` (from the effective f, p, q)."""
-    return sample_bit_counts(params.q_star, params.p_star, set_counts, cohort_reports, rng)
+    """:func:`sample_bit_counts` with the bit rates of ``params`` (from the effective f, p, q)."""
+    return sample_bit_counts(
+        params.prob_one_if_set, params.prob_one_if_clear, set_counts, cohort_reports, rng
+    )
 
 
 def split_by_cohort(
