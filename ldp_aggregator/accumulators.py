@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast
 
 import numpy as np
 
+from ldp_aggregator.accumulator_errors import CorruptAccumulatorError
 from ldp_aggregator.means import (
     MEAN_MAGIC,
     MeanAccumulator,
@@ -53,27 +54,17 @@ from ldp_aggregator.means import (
     check_mean_accumulator,
     mean_accumulator_for,
 )
-from ldp_aggregator.paired_accumulator import (
-    PAIRED_MAGIC,
-    PairedAccumulator,
-    _joint_shape,
-    check_paired,
-    paired_accumulator_for,
-)
+from ldp_aggregator.paired_accumulator import PAIRED_MAGIC, PairedAccumulator
 from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator, batch_support
 from ldp_client import registry
-from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
+from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
     MAX_COHORTS,
     MAX_DOMAIN_SIZE,
     MAX_RAPPOR_BITS,
-    BasicRapporParams,
-    BooleanRapporParams,
     FrequencyOracleParams,
     HadamardParams,
-    PairedParams,
-    RapporParams,
     SetValuedParams,
     UnportedParams,
 )
@@ -121,20 +112,6 @@ _CHUNK_ELEMENTS = 1 << 18
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
     np.int64
 )
-
-
-class CorruptAccumulatorError(LdpError, ValueError):
-    """Serialized accumulator bytes are truncated, corrupted, or of an unknown format or version.
-
-    Raised by ``from_bytes``; like the other validation errors it names the field, the offending value
-    and what is allowed. (Stored state failing to decode is a data-loss condition, not a bad request.)
-    """
-
-    def __init__(self, field: str, value: object, allowed: str) -> None:
-        self.field = field
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"accumulator bytes: {field}={value!r} is invalid: allowed {allowed}")
 
 
 def _as_int64_vector(name: str, values: Any, length: int | None = None) -> NDArray[np.int64]:
@@ -721,9 +698,12 @@ class LayoutAccumulator(Protocol):
 
 
 LAYOUT_ACCUMULATORS: Final[dict[str, type[LayoutAccumulator]]] = {
-    cls.layout_kind: cls for cls in (CountAccumulator, BitCountAccumulator, SupportCountAccumulator)
+    cls.layout_kind: cls
+    for cls in (CountAccumulator, BitCountAccumulator, SupportCountAccumulator, PairedAccumulator)
 }
-"""The accumulator class of each layout kind (:class:`ldp_client.spec.Layout`)."""
+"""The accumulator class of each layout kind (:class:`ldp_client.spec.Layout`). A composite layout (with
+``parts``: ``paired``) is made of its parts' accumulators (:func:`_empty`), and its class shows them as
+``layout_parts``."""
 
 
 def _layout_class(layout: Layout) -> type[LayoutAccumulator]:
@@ -733,14 +713,32 @@ def _layout_class(layout: Layout) -> type[LayoutAccumulator]:
     return cls
 
 
+def _empty(layout: Layout) -> LayoutAccumulator:
+    """The empty accumulator of a layout (of its parts' empty accumulators, for a composite layout)."""
+    cls = _layout_class(layout)
+    if layout.parts:
+        return cast(Any, cls).of_parts(tuple(_empty(part) for part in layout.parts), layout.shape)  # type: ignore[no-any-return]
+    return cls.of_shape(layout.shape)
+
+
+def _matches(acc: object, layout: Layout) -> bool:
+    """``acc`` is the accumulator ``layout`` describes: its class and shape, and its parts' (recursively)."""
+    if not isinstance(acc, _layout_class(layout)) or acc.layout_shape != layout.shape:
+        return False
+    parts = getattr(acc, "layout_parts", ())
+    return len(parts) == len(layout.parts) and all(
+        _matches(part, part_layout) for part, part_layout in zip(parts, layout.parts, strict=True)
+    )
+
+
 def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
-    """Decode either accumulator kind from :meth:`CountAccumulator.to_bytes`/``BitCountAccumulator``."""
+    """Decode any accumulator from its ``to_bytes`` (the format is told by its magic bytes)."""
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == MEAN_MAGIC:
         return MeanAccumulator.from_bytes(data)
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == SUPPORT_MAGIC:
         return SupportCountAccumulator.from_bytes(data)
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == PAIRED_MAGIC:  # issue 5
-        return PairedAccumulator.from_bytes(data)
+        return PairedAccumulator.from_bytes(data, accumulator_from_bytes)
     kind, _, _ = _unframe(data)
     if kind == _KIND_COUNTS:
         return CountAccumulator.from_bytes(data)
@@ -759,36 +757,21 @@ def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[i
         return CountAccumulator, (params.order,)
     if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss (ldp_aggregator.support)
         return SupportCountAccumulator, (params.domain.size,)
-    if isinstance(params, RapporParams):
-        return BitCountAccumulator, (params.m, params.k)
-    if isinstance(params, BasicRapporParams):
-        return BitCountAccumulator, (1, params.k)
-    if isinstance(params, BooleanRapporParams):
-        return BitCountAccumulator, (1, 1)
-    raise InvalidReportError(
-        "params",
-        type(params).__name__,
-        "BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams",
-    )
+    raise InvalidReportError("params", type(params).__name__, "the parameters of a mechanism")
 
 
 def accumulator_for(params: MechanismParams) -> Accumulator:
     """The empty accumulator for a campaign's mechanism parameters."""
     spec = registry.find(params)
     if spec is not None:  # a registered mechanism: its layout's accumulator
-        layout = spec.layout(params)
-        return cast(Accumulator, _layout_class(layout).of_shape(layout.shape))
+        return cast(Accumulator, _empty(spec.layout(params)))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
         return mean_accumulator_for(params)
-    if isinstance(params, PairedParams):  # issue 5: both sides' accumulators (and joint patterns)
-        return paired_accumulator_for(params)
     cls, shape = _expected_shape(params)
     if cls is CountAccumulator:
         return CountAccumulator.zero(shape[0])
-    if cls is SupportCountAccumulator:  # issue 6
-        return SupportCountAccumulator.zero(shape[0])
-    return BitCountAccumulator.zero(shape[0], shape[1])
+    return SupportCountAccumulator.zero(shape[0])  # issue 6
 
 
 def accumulator_nbytes(params: MechanismParams) -> int:
@@ -805,16 +788,10 @@ def accumulator_nbytes(params: MechanismParams) -> int:
     if isinstance(params, NumericParams):  # a few exact integers per attribute (ldp_aggregator.means)
         attributes = getattr(params, "d", 1)
         return 256 + 64 * attributes * (3 + len(params.layout.special_codes))
-    if isinstance(params, PairedParams):  # both sides, and their joint pattern counts when kept
-        joint_shape = _joint_shape(params)
-        joint = 0 if joint_shape is None else joint_shape[0] * joint_shape[1]
-        return accumulator_nbytes(params.first) + accumulator_nbytes(params.second) + 8 * joint + 64
-    cls, shape = _expected_shape(params)
+    _, shape = _expected_shape(params)
     cells = 1
     for size in shape:
         cells *= size
-    if cls is BitCountAccumulator:
-        cells += shape[0]  # reports per cohort
     return 8 * cells + 64
 
 
@@ -824,12 +801,11 @@ def check_matches(acc: Accumulator, params: MechanismParams) -> None:
     if spec is not None:  # a registered mechanism: its layout's class and shape
         layout = spec.layout(params)
         expected = _layout_class(layout)
+        if _matches(acc, layout):
+            return
         if isinstance(acc, tuple(LAYOUT_ACCUMULATORS.values())):
-            actual: object = cast(LayoutAccumulator, acc).layout_shape
-            if isinstance(acc, expected) and actual == layout.shape:
-                return
-            value = f"{type(acc).__name__} of shape {actual}"
-        else:  # numeric or paired, for a campaign of another layout
+            value = f"{type(acc).__name__} of shape {cast(LayoutAccumulator, acc).layout_shape}"
+        else:  # numeric, for a campaign of another layout
             value = repr(acc)
         allowed = f"a {expected.__name__} of shape {layout.shape} for mechanism {params.name!r}"
         raise InvalidReportError("accumulator", value, allowed)
@@ -837,16 +813,13 @@ def check_matches(acc: Accumulator, params: MechanismParams) -> None:
     if isinstance(params, NumericParams):  # issue 6: numeric mechanisms
         check_mean_accumulator(acc, params)
         return
-    if isinstance(params, PairedParams):  # issue 5
-        check_paired(acc, params)
-        return
     cls, shape = _expected_shape(params)
     if isinstance(acc, MeanAccumulator | PairedAccumulator):  # numeric or paired, for a frequency campaign
         raise InvalidReportError(
             "accumulator", repr(acc), f"a {cls.__name__} of shape {shape} for mechanism {params.name!r}"
         )
     if isinstance(acc, SupportCountAccumulator):  # issue 6
-        actual = acc.support.shape
+        actual: object = acc.support.shape
     else:
         actual = acc.counts.shape if isinstance(acc, CountAccumulator) else acc.ones.shape
     if not isinstance(acc, cls) or actual != shape:
@@ -879,9 +852,6 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
     if isinstance(params, SetValuedParams):  # issue 6: a set-valued campaign's reports are its inner oracle's
         add_columns(acc, params.inner, columns)
         return
-    if isinstance(params, PairedParams):  # issue 5: (first columns, second columns)
-        check_paired(acc, params).add_columns(params, columns)
-        return
     check_matches(acc, params)
     if isinstance(params, HadamardParams):  # issue 6: hr reports are indices in [0, K)
         arr = np.asarray(columns)
@@ -889,17 +859,8 @@ def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None
             raise InvalidReportError("reports", str(arr.dtype), "an integer array of indices for hr")
         cast(CountAccumulator, acc).add_values(arr)
         return
-    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss
-        n, support = batch_support(params, columns)
-        cast(SupportCountAccumulator, acc).add_support(n, support)
-        return
-    if isinstance(params, RapporParams):
-        if not isinstance(columns, tuple) or len(columns) != 2:
-            raise InvalidReportError("reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor")
-        cohorts, bits = columns
-        cast(BitCountAccumulator, acc).add_bits(bits, cohorts)
-    else:
-        cast(BitCountAccumulator, acc).add_bits(columns, None)
+    n, support = batch_support(params, columns)  # issue 6: oue, sue, olh, blh, ss
+    cast(SupportCountAccumulator, acc).add_support(n, support)
 
 
 def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
@@ -916,20 +877,11 @@ def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
     if spec is not None:  # a registered mechanism: its layout's class makes the increment
         layout = spec.layout(params)
         batch = spec.layout_batch(params, columns)
+        if layout.parts:  # a composite: an empty one with the batch added
+            empty = _empty(layout)
+            empty.add_batch(batch)
+            return cast(Accumulator, empty)
         return cast("Accumulator | BitRows", _layout_class(layout).delta_of(layout.shape, batch))
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams):
-        _, (m, k) = _expected_shape(params)
-        if isinstance(params, RapporParams):
-            if not isinstance(columns, tuple) or len(columns) != 2:
-                raise InvalidReportError(
-                    "reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor"
-                )
-            cohorts, bits = columns
-        else:
-            cohorts, bits = None, columns
-        if np.shape(bits)[:1] and np.shape(bits)[0] <= _SMALL_BATCH:
-            return BitRows(m, k, bits, cohorts)
     delta = accumulator_for(params)
     add_columns(delta, params, columns)
     return delta

@@ -27,7 +27,7 @@ from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_client import registry, wire
 from ldp_client.errors import InvalidParameterError
 from ldp_client.numeric_params import NumericParams
-from ldp_client.params import PairedParams, RapporParams, UnportedParams
+from ldp_client.params import UnportedParams
 from ldp_client.spec import Kind, MechanismSpec
 
 __all__ = ["CampaignEstimate", "estimate_campaign", "estimate_to_dict", "estimate_to_proto"]
@@ -108,23 +108,6 @@ def estimate_campaign(
             population_size,
             f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
         )
-    elif isinstance(params, RapporParams):
-        if not isinstance(acc, BitCountAccumulator):
-            raise InvalidParameterError("accumulator", type(acc).__name__, "bit counts for rappor")
-        if acc.n > 0:
-            bits = estimate_rappor_bits(params, acc)
-        if candidates:  # issue 13: checked before the data (the same answer with or without reports)
-            _check_candidates(candidates)
-        chosen = tuple(candidates) or info.candidates
-        if chosen and acc.n > 0:
-            frequencies = estimate_rappor_candidates(
-                params, acc, campaign_id=info.campaign_id, candidates=chosen, confidence=conf
-            )
-    elif isinstance(params, PairedParams):  # issue 5: two variables, for Analyst.EstimateAssociation
-        if candidates:
-            raise InvalidParameterError(
-                "candidates", list(candidates)[:3], "none for paired (use EstimateAssociation)"
-            )
     else:
         if candidates:
             raise InvalidParameterError(
@@ -133,9 +116,7 @@ def estimate_campaign(
         if acc.n > 0:
             frequencies = estimate_frequencies(params, acc, confidence=conf)
     # Issue 6: consistent (non-negative, summing to the total) versions of a full-domain estimate.
-    extra = (
-        () if frequencies is None or isinstance(params, RapporParams) else postprocess(frequencies, params)
-    )
+    extra = () if frequencies is None else postprocess(frequencies, params)
     return CampaignEstimate(
         campaign_id=info.campaign_id,
         mechanism=params.name,
@@ -184,11 +165,90 @@ def _support_estimate(
     )
 
 
+def _no_population(params: Any, population_size: int | None) -> None:
+    if population_size:
+        raise InvalidParameterError(
+            "population_size",
+            population_size,
+            f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
+        )
+
+
+def _candidates_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+) -> CampaignEstimate:
+    """Kind RAPPOR: the per-cohort debiased bit counts always, and the candidates' counts (regression)
+    when candidates come with the request or, failing that, with the campaign."""
+    params = info.params
+    _no_population(params, population_size)
+    if not isinstance(acc, BitCountAccumulator):
+        raise InvalidParameterError("accumulator", type(acc).__name__, f"bit counts for {params.name}")
+    bits = estimate_rappor_bits(params, acc) if acc.n > 0 else None  # type: ignore[arg-type]
+    if candidates:  # issue 13: checked before the data (the same answer with or without reports)
+        _check_candidates(candidates)
+    chosen = tuple(candidates) or info.candidates
+    frequencies = None
+    if chosen and acc.n > 0:
+        frequencies = estimate_rappor_candidates(
+            params,  # type: ignore[arg-type]
+            acc,
+            campaign_id=info.campaign_id,
+            candidates=chosen,
+            confidence=confidence,
+        )
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=frequencies,
+        rappor_bits=bits,
+    )
+
+
+def _paired_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+) -> CampaignEstimate:
+    """Kind PAIRED: two variables, no per-item frequencies (Analyst.EstimateAssociation estimates them)."""
+    params = info.params
+    _no_population(params, population_size)
+    if candidates:
+        raise InvalidParameterError(
+            "candidates", list(candidates)[:3], "none for paired (use EstimateAssociation)"
+        )
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=None,
+        rappor_bits=None,
+    )
+
+
 _EstimateFn = Callable[
     [MechanismSpec[Any], wire.CampaignInfo, Accumulator, Sequence[str], float, "int | None"], CampaignEstimate
 ]
 # What an analyst gets for a registered mechanism, by its kind (ldp_client.spec.Kind).
-_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {Kind.SUPPORT: _support_estimate}
+_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {
+    Kind.SUPPORT: _support_estimate,
+    Kind.RAPPOR: _candidates_estimate,
+    Kind.PAIRED: _paired_estimate,
+}
 
 
 def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:

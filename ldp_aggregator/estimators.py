@@ -43,13 +43,10 @@ from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
-    BasicRapporParams,
-    FrequencyOracleParams,
-    PairedParams,
     RapporParams,
     UnportedParams,
 )
-from ldp_client.spec import Kind, Rates, Support
+from ldp_client.spec import BitsView, Kind, Rates, Support
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
@@ -418,57 +415,15 @@ def estimate_frequencies(
         raise InvalidParameterError(
             "params", params.name, "a frequency mechanism (numeric ones: ldp_aggregator.means.estimate_means)"
         )
-    if isinstance(params, FrequencyOracleParams):  # issue 6: oue, sue, olh, blh, ss, hr, set-valued
-        # Imported here: ldp_aggregator.oracles builds on this module.
-        from ldp_aggregator.oracles import estimate_oracle
+    # issue 6: oue, sue, olh, blh, ss, hr, set-valued. Imported here: ldp_aggregator.oracles builds on this
+    # module.
+    from ldp_aggregator.oracles import estimate_oracle
 
-        return estimate_oracle(params, acc, confidence=confidence)
-    if isinstance(params, RapporParams):
-        raise InvalidParameterError(
-            "params",
-            "rappor",
-            "rr, grr, basic-rappor or boolean-rappor (string RAPPOR needs candidates: "
-            "use estimate_rappor_candidates)",
-        )
-    check_matches(acc, params)
-    n = acc.n
-    if n == 0:
-        raise NoReportsError(0)
-    epsilon_inf: float | None = None
-    if isinstance(params, BasicRapporParams):
-        res = pure_oracle_arrays(
-            _ones(acc)[0], n, params.prob_one_if_set, params.prob_one_if_clear, confidence
-        )
-        labels = [params.domain.label(i) for i in range(params.domain.size)]
-        items = _items(labels, res, n)
-        epsilon_inf = params.epsilon_inf
-    elif isinstance(params, PairedParams):  # issue 5: two variables, no per-item frequencies
-        raise InvalidParameterError("params", params.name, "one variable (paired: use EstimateAssociation)")
-    else:  # BooleanRapporParams (check_matches rejected anything else)
-        ones = _ones(acc)[0]
-        qs, ps = params.prob_one_if_set, params.prob_one_if_clear
-        false = pure_oracle_arrays(n - ones, n, 1.0 - ps, 1.0 - qs, confidence)
-        true = pure_oracle_arrays(ones, n, qs, ps, confidence)
-        items = _items(("false",), false, n) + _items(("true",), true, n)
-        epsilon_inf = params.epsilon_inf
-    return FrequencyEstimate(
-        mechanism=params.name,
-        n=n,
-        epsilon=params.epsilon,
-        epsilon_inf=epsilon_inf,
-        confidence=float(confidence),
-        items=items,
-    )
-
-
-def _ones(acc: Accumulator) -> NDArray[np.int64]:
-    if not isinstance(acc, BitCountAccumulator):  # unreachable after check_matches; narrows the type
-        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
-    return acc.ones
+    return estimate_oracle(params, acc, confidence=confidence)
 
 
 def _rappor_bit_arrays(
-    params: RapporParams, acc: BitCountAccumulator
+    params: RapporParams, acc: BitsView
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(t_hat (m, k), Var[t_hat] (m, k)) per decode.R's EstimateBloomCounts (see estimate_rappor_bits)."""
     ps, qs = params.prob_one_if_clear, params.prob_one_if_set
@@ -510,6 +465,21 @@ def _as_bits(acc: Accumulator) -> BitCountAccumulator:
     return acc
 
 
+def _bits_view(params: RapporParams, acc: object) -> BitsView:
+    """``acc`` checked against ``params``: its bit accumulator, or any :class:`~ldp_client.spec.BitsView`
+    of the same shape (the expected sums of an exactness test, which are not integers)."""
+    if isinstance(acc, BitCountAccumulator) or not hasattr(acc, "ones"):
+        check_matches(acc, params)  # type: ignore[arg-type]  # raises for anything but the accumulator
+        return _as_bits(acc)  # type: ignore[arg-type]
+    view = cast(BitsView, acc)
+    shape = (np.shape(view.cohort_reports), np.shape(view.ones))
+    if shape != ((params.m,), (params.m, params.k)):
+        raise InvalidReportError(
+            "accumulator", shape, f"bit sums of shape ({params.m},), {params.m, params.k}"
+        )
+    return view
+
+
 def _check_candidates(candidates: Any) -> tuple[str, ...]:
     if isinstance(candidates, str | bytes) or not isinstance(candidates, Sequence):
         raise InvalidParameterError("candidates", candidates, "a sequence of candidate strings")
@@ -531,7 +501,7 @@ def _design_cached(
     campaign_id: str, k: int, h: int, m: int, candidates: tuple[str, ...]
 ) -> NDArray[np.int64]:
     # Imported here: the client module is only needed when a dictionary is decoded.
-    from ldp_client.mechanisms.rappor import _positions, bloom_input
+    from ldp_client.mechanisms.rappor.encoding import _positions, bloom_input
 
     # The client hashes bloom_input(id, cohort, value) = prefix(cohort) || lp(value) (spec v1, section 2)
     # with _positions, the function bloom_positions calls. Build each part once rather than once per
@@ -642,7 +612,7 @@ def _identifiable_inverse(
 
 def estimate_rappor_candidates(
     params: RapporParams,
-    acc: BitCountAccumulator,
+    acc: BitCountAccumulator | BitsView,
     *,
     campaign_id: str,
     candidates: Sequence[str],
@@ -676,7 +646,8 @@ def estimate_rappor_candidates(
         InvalidParameterError: empty, non-string or duplicate candidates; a dictionary that is not
             identifiable (more candidates than cohort-bits with reports, candidates with identical Bloom
             filters in every cohort, which the message names, or other linear dependence, with the rank).
-        InvalidReportError: ``acc`` is not the (m, k) bit accumulator of ``params``.
+        InvalidReportError: ``acc`` is not the (m, k) bit accumulator of ``params`` (or bit sums of its
+            shape: any :class:`~ldp_client.spec.BitsView`).
         NoReportsError: the accumulator is empty.
     """
     from scipy import sparse
@@ -685,8 +656,7 @@ def estimate_rappor_candidates(
         raise InvalidParameterError("params", getattr(params, "name", params), "RapporParams")
     z = normal_quantile(confidence)
     cands = _check_candidates(candidates)
-    check_matches(acc, params)
-    bits = _as_bits(acc)
+    bits = _bits_view(params, acc)
     n = bits.n
     if n == 0:
         raise NoReportsError(0)

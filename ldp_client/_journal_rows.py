@@ -43,13 +43,9 @@ from ldp_client.codecs import RowField
 from ldp_client.errors import InvalidReportError
 from ldp_client.numeric_params import MultidimParams, NumericParams
 from ldp_client.params import (
-    BasicRapporParams,
-    BooleanRapporParams,
     HadamardParams,
     MechanismParams,
     OLHParams,
-    PairedParams,
-    RapporParams,
     SetValuedParams,
     UnportedParams,
 )
@@ -69,37 +65,23 @@ _TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")
 _FROM_ASCII = bytes.maketrans(b"01", b"\x00\x01")
 
 
-class _CohortBits(NamedTuple):
-    cohort: int
-    bits: int
-
-
 class _HashReport(NamedTuple):
     a: int
     b: int
     bucket: int
 
 
-def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowField]:
-    """The fields of one row, in row order; ``prefix`` places a paired side under ``paired.first``."""
+def _layout(params: MechanismParams) -> list[RowField]:
+    """The fields of one row, in row order."""
     spec = registry.find(params)
     if spec is not None:
-        if not prefix:
-            return list(spec.row_fields(params))
-        return [RowField((*prefix, *f.path), f.width, f.packed) for f in spec.row_fields(params)]
+        return list(spec.row_fields(params))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):
-        return _layout(params.inner, prefix)
-    if isinstance(params, PairedParams):
-        return _layout(params.first, ("paired", "first")) + _layout(params.second, ("paired", "second"))
+        return _layout(params.inner)
     field = wire.batch_field(params)
     if isinstance(params, HadamardParams):
-        return [RowField((*prefix, field), 4)]
-    if isinstance(params, RapporParams):
-        return [
-            RowField((*prefix, field, "cohorts"), 4),
-            RowField((*prefix, field, "bits"), params.num_bytes),
-        ]
+        return [RowField((field,), 4)]
     if isinstance(params, OLHParams):  # olh and blh
         return [RowField((field, "a"), 8), RowField((field, "b"), 8), RowField((field, "buckets"), 4)]
     if isinstance(params, MultidimParams):
@@ -107,8 +89,6 @@ def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowFi
         return pair * params.k
     if isinstance(params, NumericParams):
         return [RowField((field,), 4, packed=params.name in _PACKED_NUMERIC)]
-    if isinstance(params, BasicRapporParams | BooleanRapporParams):
-        return [RowField((*prefix, field), params.num_bytes)]
     # oue, sue, ss: d-bit rows
     return [RowField((field,), (params.domain.size + 7) // 8)]
 
@@ -130,15 +110,7 @@ def row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
         return _oracle_wire.journal_row_packer(params)  # type: ignore[no-any-return]
     if isinstance(params, MultidimParams):
         return lambda r: b"".join(a.to_bytes(4, "little") + c.to_bytes(4, "little") for a, c in r)
-    if isinstance(params, NumericParams):
-        return lambda r: r.to_bytes(4, "little")
-    if isinstance(params, PairedParams):  # a PairedReport's two rows, first then second
-        pack_first, pack_second = row_packer(params.first), row_packer(params.second)
-        return lambda r: pack_first(r.first) + pack_second(r.second)
-    nbytes = params.num_bytes
-    if isinstance(params, RapporParams):
-        return lambda r: r.cohort.to_bytes(4, "little") + r.bits.to_bytes(nbytes, "little")
-    return lambda r: r.to_bytes(nbytes, "little")
+    return lambda r: r.to_bytes(4, "little")  # the other numeric mechanisms: a u32 code
 
 
 def _count(params: MechanismParams, rows: bytes) -> int:
@@ -251,12 +223,6 @@ def _row_unpacker(params: MechanismParams) -> Callable[[bytes], Any]:
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, SetValuedParams):
         return _row_unpacker(params.inner)
-    if isinstance(params, PairedParams):
-        cut = row_bytes(params.first)
-        first, second = _row_unpacker(params.first), _row_unpacker(params.second)
-        return lambda row: (first(row[:cut]), second(row[cut:]))
-    if isinstance(params, RapporParams):
-        return lambda row: _CohortBits(int.from_bytes(row[:4], "little"), int.from_bytes(row[4:], "little"))
     if isinstance(params, OLHParams):
 
         def hash_report(row: bytes) -> _HashReport:

@@ -19,6 +19,10 @@ from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
+from ldp_client.mechanisms.paired import SPEC as PAIRED_SPEC
+from ldp_client.mechanisms.rappor.spec import BASIC_SPEC as BASIC_RAPPOR_SPEC
+from ldp_client.mechanisms.rappor.spec import BOOLEAN_SPEC as BOOLEAN_RAPPOR_SPEC
+from ldp_client.mechanisms.rappor.spec import RAPPOR_SPEC
 from ldp_client.mechanisms.rr import SPEC as RR_SPEC
 from ldp_client.spec import MechanismSpec
 
@@ -38,6 +42,10 @@ AnySpec = MechanismSpec[Any]
 SPECS: Final[tuple[AnySpec, ...]] = (
     RR_SPEC,
     GRR_SPEC,
+    RAPPOR_SPEC,
+    BASIC_RAPPOR_SPEC,
+    BOOLEAN_RAPPOR_SPEC,
+    PAIRED_SPEC,  # last: it composes the others (ldp_client.mechanisms.paired.SIDE_SPECS)
 )
 """Every registered mechanism, in the order names are listed to users."""
 

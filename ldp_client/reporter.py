@@ -203,16 +203,10 @@ from ldp_client.errors import (
     StateFileError,
 )
 from ldp_client.mechanisms.numeric import numeric_encoder
-from ldp_client.mechanisms.paired import PairedEncoder
-from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
 from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 from ldp_client.numeric_params import NumericParams
 from ldp_client.params import (
-    BasicRapporParams,
-    BooleanRapporParams,
     MechanismParams,
-    PairedParams,
-    RapporParams,
     SetValuedParams,
 )
 from ldp_client.secret import ClientSecret
@@ -629,18 +623,7 @@ def encoder_for(
         return SetValuedEncoder(params).encode
     if isinstance(params, _oracle_wire.SingleOracle):  # issue 6: oue, sue, olh, blh, ss, hr
         return oracle_encoder(params).encode
-    if not isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
-        raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
-    if secret is None:
-        raise InvalidParameterError("secret", None, f"a ClientSecret (the {params.name} mechanism needs one)")
-    key = secret if isinstance(secret, ClientSecret) else secret()
-    if isinstance(params, RapporParams):
-        return RapporEncoder(params, campaign_id=campaign_id, secret=key).encode
-    if isinstance(params, BasicRapporParams):
-        return BasicRapporEncoder(params, campaign_id=campaign_id, secret=key).encode
-    if isinstance(params, BooleanRapporParams):
-        return BooleanRapporEncoder(params, campaign_id=campaign_id, secret=key).encode
-    return PairedEncoder(params, campaign_id=campaign_id, secret=key).encode  # issue 5: (first, second)
+    raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
 
 
 class Reporter:

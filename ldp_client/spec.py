@@ -58,6 +58,7 @@ __all__ = [
     "LayoutKind",
     "MakeArgs",
     "MechanismSpec",
+    "PairedView",
     "ParamsLike",
     "Rates",
     "RowField",
@@ -104,7 +105,10 @@ class Layout:
                           bits uint8 (n, ceil(k/8)) packed in little bit order, zero padding
     support  (size,)      ``(n, support)``: the number of reports and, per item, how many support it
     moments  see spec     defined with the numeric mechanisms' port
-    paired   see spec     defined with the paired mechanisms' port
+    paired   (rows, cols) ``(first input, second input, joint cells or None)``: each side's standard input
+             or ()        for its part (``parts``: the two sides' layouts), and when the accumulator keeps
+                          the joint table of report patterns (shape (rows, cols); () when it does not) the
+                          cell ``row * cols + col`` of each report
     ======== ============ ===============================================================================
 
     Attributes:
@@ -112,11 +116,14 @@ class Layout:
         shape: as in the table.
         nbytes: the serialized size of the empty accumulator, for the service's max_accumulator_bytes check
             (computed without allocating anything).
+        parts: the layouts of the accumulators this one is made of (a composite layout: ``paired`` holds
+            one accumulator per side); empty for the others.
     """
 
     kind: LayoutKind
     shape: tuple[int, ...]
     nbytes: int
+    parts: tuple[Layout, ...] = ()
 
     @classmethod
     def counts(cls, size: int) -> Layout:
@@ -133,15 +140,25 @@ class Layout:
         """The number of reports and, for each of ``size`` items, the reports that support it."""
         return cls("support", (size,), 8 * size + _ACCUMULATOR_OVERHEAD)
 
+    @classmethod
+    def paired(cls, first: Layout, second: Layout, joint: tuple[int, int] | None) -> Layout:
+        """Two sides' accumulators and, when ``joint`` is a shape, the counts of their joint report patterns
+        (8 bytes per cell)."""
+        cells = 0 if joint is None else joint[0] * joint[1]
+        nbytes = first.nbytes + second.nbytes + 8 * cells + _ACCUMULATOR_OVERHEAD
+        return cls("paired", () if joint is None else joint, nbytes, (first, second))
+
 
 LAYOUT_SUMS: dict[LayoutKind, tuple[str, ...]] = {
     "counts": ("counts",),
     "bits": ("cohort_reports", "ones"),
     "support": ("reports", "support"),
+    "paired": ("first", "second", "joint"),
 }
 """The sums each layout's accumulator holds: the attributes its view protocol shows (:class:`CountsView`,
-:class:`BitsView`, :class:`SupportView`), in the order a :class:`SumSampler` returns them (one field: the
-array itself; several: a tuple)."""
+:class:`BitsView`, :class:`SupportView`, :class:`PairedView`), in the order a :class:`SumSampler` returns them
+(one field: the array itself; several: a tuple). A composite layout's first sums are its parts' accumulators
+(``Layout.parts``, in order); ``paired``'s ``joint`` is None when the accumulator keeps no joint table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +243,22 @@ class SupportView(Protocol):
 
     @property
     def support(self) -> NDArray[Any]: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+class PairedView(Protocol):
+    """What a ``paired`` accumulator shows: each side's accumulator and the joint pattern counts (or None)."""
+
+    @property
+    def first(self) -> Any: ...
+
+    @property
+    def second(self) -> Any: ...
+
+    @property
+    def joint(self) -> NDArray[Any] | None: ...
 
     @property
     def n(self) -> int: ...
@@ -336,6 +369,14 @@ class MechanismSpec(abc.ABC, Generic[P]):
         (fresh noise per report: k reports cost k epsilon)."""
         return math.inf
 
+    def check_new_campaign(self, msg: Any) -> None:
+        """Refuse what a NEW campaign may not set in its ``Campaign.mechanism`` member message ``msg``,
+        though a stored one may (a campaign read back is never refused for it). By default nothing.
+
+        RAPPOR: f = 0 (also an unset f) turns off the permanent randomized response and needs the message's
+        explicit ``allow_f_zero``. Raises InvalidParameterError with the field relative to the member.
+        """
+
     # ---------------------------------------------------------------------------------------- device
 
     def needs_secret(self, params: P) -> bool:
@@ -423,6 +464,25 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """
         raise NotImplementedError
 
+    def encode_batch_shared(
+        self,
+        params: P,
+        values: NDArray[np.int64],
+        rng: np.random.Generator,
+        *,
+        campaign_id: str,
+        labels: Sequence[str],
+        device_words: NDArray[np.uint64],
+    ) -> Any:
+        """:meth:`encode_batch` for simulated devices that also report to other campaigns (numpy).
+
+        ``device_words`` holds one uniform 64-bit word per user: what the device derives from its client
+        secret, which a mechanism with per-device state takes its state from (string RAPPOR's cohort is
+        ``word mod m``, as the client's HMAC prefix mod m), so that campaigns sharing devices share it (a
+        paired campaign's two sides). By default the words are not used: :meth:`encode_batch`.
+        """
+        return self.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
+
     def sum_sampler(self, params: P) -> SumSampler | None:
         """Exact sampling of the sums (:class:`SumSampler`), or None when there is none (the simulator then
         encodes every report). The returned function may cache work across repeats."""
@@ -466,6 +526,30 @@ class MechanismSpec(abc.ABC, Generic[P]):
         only; ``candidates`` for mechanisms that estimate a candidate list."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------- as a side of a paired campaign
+
+    def report_likelihood(self, params: P, columns: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per-report log-likelihood of every item of :meth:`items`, from batch columns (numpy).
+
+        Returns ``(log_lik, offset)``: log P(report r | item v) = ``log_lik[r, v] + offset[r]``, the offset
+        being any part common to all items (the association's EM of a paired campaign reads only the
+        differences between items). Kind.SUPPORT mechanisms that can be a paired side.
+        """
+        raise NotImplementedError
+
+    def report_patterns(self, params: P) -> int | None:
+        """How many distinct reports the mechanism can send, when few enough to count each (a paired
+        campaign then keeps the joint table of both sides' patterns); None otherwise (the default)."""
+        return None
+
+    def pattern_index(self, params: P, columns: Any) -> NDArray[np.int64]:
+        """The pattern (in [0, :meth:`report_patterns`)) of each report of batch columns (numpy)."""
+        raise NotImplementedError
+
+    def pattern_columns(self, params: P, patterns: NDArray[np.int64]) -> Any:
+        """Batch columns of reports given by their patterns: the inverse of :meth:`pattern_index`."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------------------ conformance tests
 
     @abc.abstractmethod
@@ -479,3 +563,14 @@ class MechanismSpec(abc.ABC, Generic[P]):
         output (hashable, as ``encode`` returns it) with its probability, from the quantized thresholds
         (small parameters only: it enumerates)."""
         raise NotImplementedError
+
+    def campaign_inputs(self, params: P, campaign_id: str) -> tuple[Any, ...]:
+        """:meth:`inputs` for a device of campaign ``campaign_id``: mechanisms whose encoding depends on the
+        campaign (string RAPPOR hashes its id into the Bloom filters) choose inputs that show its worst
+        case there. By default :meth:`inputs`."""
+        return self.inputs(params)
+
+    def campaign_outputs(self, params: P, value: Any, campaign_id: str) -> Mapping[Hashable, Fraction]:
+        """:meth:`exact_outputs` for a device of campaign ``campaign_id`` (see :meth:`campaign_inputs`).
+        By default :meth:`exact_outputs`."""
+        return self.exact_outputs(params, value)

@@ -3,7 +3,7 @@
 Every function asks :mod:`ldp_client.registry` first: a registered mechanism converts with its spec's codec
 methods (``spec.params_to_proto``, ``spec.batch_from_proto``, ...; built from :mod:`ldp_client.codecs`),
 and this module adds what is common (ids, counts, the payload member). The mechanisms not yet registered are
-converted by the code below that lookup (and by ``_oracle_wire``, ``_numeric_wire``, ``_paired_wire``).
+converted by the code below that lookup (and by ``_oracle_wire``, ``_numeric_wire``).
 
 * Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
   :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;
@@ -44,32 +44,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 
-from ldp_client import _numeric_wire, _oracle_wire, _paired_wire, registry
-from ldp_client._prob import quantize_probability
+from ldp_client import _numeric_wire, _oracle_wire, registry
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
-from ldp_client.codecs import (
-    as_array,
-    as_int,
-    check_bit_rows,
-    check_count,
-    check_indices,
-    check_length,
-    check_padding,
-    decode_bit_rows,
-    domain_from_proto,
-    domain_to_proto,
-    packed_value,
-)
+from ldp_client.codecs import check_count
 from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.mechanisms.paired import PairedColumns
 from ldp_client.numeric_params import NUMERIC_PARAM_CLASSES, NumericParams
 from ldp_client.params import (
     FREQUENCY_ORACLE_TYPES,
-    BasicRapporParams,
-    BooleanRapporParams,
     FrequencyOracleParams,
     MechanismParams,
-    PairedParams,
-    RapporParams,
     SetValuedParams,
     UnportedParams,
 )
@@ -119,7 +103,7 @@ ParamsMessage: TypeAlias = (
 # The column aliases are strings so that they name numpy types without importing numpy at run time.
 BatchColumns: TypeAlias = (
     "NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]"
-    " | _numeric_wire.NumericColumns | _oracle_wire.OracleColumns | _paired_wire.PairedColumns"
+    " | _numeric_wire.NumericColumns | _oracle_wire.OracleColumns | PairedColumns"
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
 ColumnsLike: TypeAlias = (
@@ -144,11 +128,6 @@ class RapporReportLike(Protocol):
 _MECHANISM_FIELD: Final[dict[str, str]] = {s.name: s.wire.campaign for s in registry.SPECS}
 _BATCH_FIELD: Final[dict[str, str]] = {s.name: s.wire.batch for s in registry.SPECS}
 _REPORT_FIELD: Final[dict[str, str]] = {s.name: s.wire.report for s in registry.SPECS}
-_MECHANISM_FIELD.update(
-    {"rappor": "rappor", "basic-rappor": "basic_rappor", "boolean-rappor": "boolean_rappor"}
-)
-_BATCH_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
-_REPORT_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
 # Issue 6, numeric mechanisms (member numbers 32-37): laplace, duchi, piecewise, hybrid, sr, multidim.
 _MECHANISM_FIELD.update(_numeric_wire.MECHANISM_FIELD)
 _BATCH_FIELD.update(_numeric_wire.BATCH_FIELD)
@@ -158,21 +137,9 @@ _REPORT_FIELD.update(_numeric_wire.REPORT_FIELD)
 _MECHANISM_FIELD.update(_oracle_wire.MECHANISM_FIELD)
 _BATCH_FIELD.update(_oracle_wire.BATCH_FIELD)
 _REPORT_FIELD.update(_oracle_wire.REPORT_FIELD)
-# Issue 5, paired reports (member number 40): both sides' messages in one (ldp_client._paired_wire).
-_MECHANISM_FIELD["paired"] = "paired"
-_BATCH_FIELD["paired"] = "paired"
-_REPORT_FIELD["paired"] = "paired"
 _MECHANISM_CHOICES: Final = ", ".join(_MECHANISM_FIELD.values())
 # The parameter classes of mechanisms not yet registered (ldp_client.registry checks its own).
-_PARAMS_TYPES: Final = (
-    RapporParams,
-    BasicRapporParams,
-    BooleanRapporParams,
-    *NUMERIC_PARAM_CLASSES,
-    *FREQUENCY_ORACLE_TYPES,
-    PairedParams,
-)
-_U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
+_PARAMS_TYPES: Final = (*NUMERIC_PARAM_CLASSES, *FREQUENCY_ORACLE_TYPES)
 
 
 def _check_params(params: object) -> MechanismParams:
@@ -231,8 +198,6 @@ def epsilon_inf(params: MechanismParams) -> float:
     spec = registry.find(params)
     if spec is not None:
         return spec.epsilon_inf(params)
-    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
-        return params.epsilon_inf
     _check_params(params)
     return math.inf
 
@@ -248,37 +213,11 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
     if spec is not None:
         return spec.wire.campaign, cast(ParamsMessage, spec.params_to_proto(params))
     params = _unported(params)
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.params_to_proto(params)
     if isinstance(params, NumericParams):
         return _numeric_wire.params_to_proto(params)
     if isinstance(params, FrequencyOracleParams):
         return _oracle_wire.params_to_proto(params)
-    field = _MECHANISM_FIELD[params.name]
-    message: ParamsMessage
-    if isinstance(params, RapporParams):
-        message = campaign_pb2.RapporParams(
-            k=params.k, h=params.h, m=params.m, f=params.f, p=params.p, q=params.q,
-            allow_f_zero=_f_zero_opt_in(params),
-        )  # fmt: skip
-    elif isinstance(params, BasicRapporParams):
-        message = campaign_pb2.BasicRapporParams(
-            domain=domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q,
-            allow_f_zero=_f_zero_opt_in(params),
-        )  # fmt: skip
-    else:
-        message = campaign_pb2.BooleanRapporParams(
-            f=params.f, p=params.p, q=params.q, allow_f_zero=_f_zero_opt_in(params)
-        )
-    return field, message
-
-
-def _f_zero_opt_in(params: RapporParams | BasicRapporParams | BooleanRapporParams) -> bool:
-    """The wire's ``allow_f_zero``: sent only where it means something (f quantized to 0, opted in).
-
-    With any f > 0 it stays unset, so those messages keep their bytes whatever the object's flag says.
-    """
-    return params.allow_f_zero and params.f_threshold == 0
+    raise InvalidParameterError("params", type(params).__name__, _MECHANISM_CHOICES)  # unreachable
 
 
 def set_params(campaign: campaign_pb2.Campaign, params: MechanismParams) -> None:
@@ -301,46 +240,19 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
             return spec.params_from_proto(getattr(campaign, which))  # type: ignore[no-any-return]
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
-    # A RAPPOR f of 0 is refused when parameters are made (RapporParams), but a campaign on the wire
-    # already exists: an unset f means f = 0, and decoding it must describe it (epsilon_inf = inf), not
-    # fail, with or without the message's allow_f_zero (campaigns stored before that field existed have
-    # none). Devices cap it with Reporter(max_epsilon_inf=...). Only creating a campaign needs the opt-in:
-    # the server checks it with check_f_zero_opt_in. So the object reads as opted in, and params_to_proto
-    # then sends allow_f_zero = true with every f = 0: an opted-in campaign round-trips.
-    f_zero_ok = True
     try:
-        if which == "rappor":
-            r = campaign.rappor
-            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q, allow_f_zero=f_zero_ok)
-        if which == "basic_rappor":
-            b = campaign.basic_rappor
-            return BasicRapporParams(
-                domain=domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q, allow_f_zero=f_zero_ok
-            )
-        if which == "boolean_rappor":
-            c = campaign.boolean_rappor
-            return BooleanRapporParams(f=c.f, p=c.p, q=c.q, allow_f_zero=f_zero_ok)
         if which is not None and which in _numeric_wire.MECHANISM_FIELD.values():
             return _numeric_wire.params_from_proto(campaign, which)
         if which is not None and which in _oracle_wire.MECHANISM_FIELD.values():
             return _oracle_wire.params_from_proto(campaign, which)
-        if which == "paired":  # issue 5
-            return _paired_wire.params_from_proto(campaign)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
     raise InvalidParameterError("mechanism", which, f"exactly one of {_MECHANISM_CHOICES}")
 
 
-#: Oneof members of Campaign.mechanism (and of PairedSide) with a RAPPOR f, and their message names.
-_RAPPOR_MEMBERS: Final = {
-    "rappor": "RapporParams",
-    "basic_rappor": "BasicRapporParams",
-    "boolean_rappor": "BooleanRapporParams",
-}
-
-
 def check_f_zero_opt_in(campaign: campaign_pb2.Campaign) -> None:
-    """Refuse a NEW campaign whose RAPPOR f quantizes to 0 unless its message opts in (``allow_f_zero``).
+    """Refuse what a NEW campaign may not set though a stored one may: its mechanism's
+    ``spec.check_new_campaign`` (a RAPPOR f that quantizes to 0 without the message's ``allow_f_zero``).
 
     An unset f reads as 0, so without this check a campaign with no permanent randomized response
     (epsilon_inf = inf: repeated reports of one value reveal it) would be created silently. The server
@@ -353,26 +265,13 @@ def check_f_zero_opt_in(campaign: campaign_pb2.Campaign) -> None:
             with its value, the recommended values and how to opt in.
     """
     which = campaign.WhichOneof("mechanism")
-    found: list[tuple[str, str, Any]] = []
-    if which in _RAPPOR_MEMBERS:
-        found.append((which, _RAPPOR_MEMBERS[which], getattr(campaign, which)))
-    elif which == "paired":
-        for side in ("first", "second"):
-            side_msg = getattr(campaign.paired, side)
-            member = side_msg.WhichOneof("mechanism")
-            if member in _RAPPOR_MEMBERS:
-                found.append((f"paired.{side}.{member}", _RAPPOR_MEMBERS[member], getattr(side_msg, member)))
-    for path, message_name, message in found:
-        if quantize_probability("f", message.f) == 0 and not message.allow_f_zero:
-            raise InvalidParameterError(
-                f"{path}.f",
-                message.f,
-                "a probability in (0, 1) when creating a campaign: f = 0 (also an unset f) turns off the "
-                "permanent randomized response, so repeated reports of one value reveal it "
-                "(epsilon_inf = inf); use the recommended f = 0.5 (or 0.25 for less noise), or opt in "
-                f"explicitly with allow_f_zero = true in its {message_name} message (Python: "
-                "allow_f_zero=True; ldp-aggregator campaign create: --param allow_f_zero=true)",
-            )
+    spec = registry.find_member(which)
+    if spec is None or which is None:  # no member (refused by campaign_from_proto), or nothing to check
+        return
+    try:
+        spec.check_new_campaign(getattr(campaign, which))
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
 
 
 # ------------------------------------------------------------------------------------------- campaigns
@@ -512,8 +411,6 @@ def batch_from_proto(
             ``len(rappor.bits)``, ...), the first grr index >= d or cohort >= m with its position, or the
             first row with a non-zero padding bit.
     """
-    import numpy as np
-
     spec = registry.find(params)
     if spec is not None:
         n, _ = _check_batch_header(msg, params, campaign_id)
@@ -521,25 +418,10 @@ def batch_from_proto(
     params = _unported(params)
     if isinstance(params, SetValuedParams):  # issue 6: its reports are those of its inner oracle
         return batch_from_proto(msg, params.inner, campaign_id=campaign_id)
-    n, field = _check_batch_header(msg, params, campaign_id)
-    if isinstance(params, RapporParams):
-        cols = msg.rappor
-        check_length("rappor.cohorts", cols.cohorts, 4 * n, f"4 * count for count={n} little-endian uint32")
-        nbytes = params.num_bytes
-        check_length("rappor.bits", cols.bits, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
-        cohorts = np.frombuffer(cols.cohorts, dtype=_U32_LE)
-        check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
-        bits = np.frombuffer(cols.bits, dtype=np.uint8).reshape(n, nbytes)
-        check_padding(bits, params.k, "rappor.bits")
-        return cohorts.astype(np.uint32, copy=False), bits
+    n, _ = _check_batch_header(msg, params, campaign_id)
     if isinstance(params, NumericParams):
         return _numeric_wire.batch_from_proto(msg, params, n)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.batch_from_proto(msg, params, n)
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.batch_from_proto(msg, params, n)
-    # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
-    return decode_bit_rows(getattr(msg, field), n, params.k, field)
+    return _oracle_wire.batch_from_proto(msg, params, n)
 
 
 def batch_to_proto(
@@ -553,8 +435,6 @@ def batch_to_proto(
     Raises:
         InvalidReportError: ids, shapes, dtypes or values that do not fit ``params``.
     """
-    import numpy as np
-
     spec = registry.find(params)
     if spec is not None:
         _check_id("campaign_id", campaign_id, InvalidReportError)
@@ -570,47 +450,14 @@ def batch_to_proto(
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("batch_id", batch_id, InvalidReportError)
     msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
-    if isinstance(params, RapporParams):
-        if not isinstance(columns, tuple) or len(columns) != 2:
-            raise InvalidReportError("rappor", type(columns).__name__, "a (cohorts, bits) tuple of arrays")
-        cohorts = as_array("rappor.cohorts", columns[0], "integers", 1)
-        if not np.issubdtype(cohorts.dtype, np.integer):
-            raise InvalidReportError("rappor.cohorts", str(cohorts.dtype), "an integer dtype")
-        n = cohorts.shape[0]
-        check_count("count", n)
-        check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
-        bits = check_bit_rows("rappor.bits", columns[1], n, params.k)
-        msg.count = n
-        msg.rappor.cohorts = cohorts.astype(_U32_LE).tobytes()
-        msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
-    elif isinstance(params, NumericParams):
+    if isinstance(params, NumericParams):
         _numeric_wire.batch_to_proto(msg, params, columns)
-    elif isinstance(params, _oracle_wire.SingleOracle):
-        _oracle_wire.batch_to_proto(msg, params, columns)
-    elif isinstance(params, PairedParams):  # issue 5
-        _paired_wire.batch_to_proto(msg, params, columns)
     else:
-        field = _BATCH_FIELD[params.name]
-        bits = check_bit_rows(field, columns, None, params.k)
-        check_count("count", bits.shape[0])
-        msg.count = bits.shape[0]
-        setattr(msg, field, np.ascontiguousarray(bits).tobytes())
+        _oracle_wire.batch_to_proto(msg, params, columns)
     return msg
 
 
 # ------------------------------------------------------------------------------------ single reports
-
-
-def _rappor_value(field: str, report: object, params: RapporParams) -> tuple[int, bytes]:
-    missing = object()
-    cohort, bits = getattr(report, "cohort", missing), getattr(report, "bits", missing)
-    if cohort is missing or bits is missing:
-        raise InvalidReportError(field, report, "a RapporReport(cohort, bits)")
-    allowed = f"a cohort in [0, {params.m - 1}]"
-    c = as_int(f"{field}.cohort", cohort, allowed)
-    if not 0 <= c < params.m:
-        raise InvalidReportError(f"{field}.cohort", c, allowed)
-    return c, packed_value(f"{field}.bits", bits, params.k)
 
 
 def report_to_proto(
@@ -640,16 +487,10 @@ def report_to_proto(
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("report_id", report_id, InvalidReportError)
     msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
-    if isinstance(params, RapporParams):
-        msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
-    elif isinstance(params, NumericParams):
+    if isinstance(params, NumericParams):
         _numeric_wire.report_to_proto(msg, params, report)
-    elif isinstance(params, _oracle_wire.SingleOracle):
-        _oracle_wire.report_to_proto(msg, params, report)
-    elif isinstance(params, PairedParams):  # issue 5
-        _paired_wire.report_to_proto(msg, params, report)
     else:
-        setattr(msg, _REPORT_FIELD[params.name], packed_value("report", report, params.k))
+        _oracle_wire.report_to_proto(msg, params, report)
     return msg
 
 
@@ -665,8 +506,6 @@ def report_from_proto(
         InvalidReportError: naming the field and value (``report_id``, ``value``, ``grr_index``,
             ``rappor.cohort``, ``len(rappor.bits)``, ``basic_bits[0]``, ...).
     """
-    import numpy as np
-
     spec = registry.find(params)
     if spec is not None:
         _check_report_header(msg, spec.wire.report, params.name, campaign_id)
@@ -676,18 +515,9 @@ def report_from_proto(
         return report_from_proto(msg, params.inner, campaign_id=campaign_id)
     expected = _REPORT_FIELD[params.name]
     _check_report_header(msg, expected, params.name, campaign_id)
-    if isinstance(params, RapporParams):
-        if msg.rappor.cohort >= params.m:
-            raise InvalidReportError("rappor.cohort", msg.rappor.cohort, f"a cohort in [0, {params.m - 1}]")
-        bits = decode_bit_rows(msg.rappor.bits, 1, params.k, "rappor.bits", name_row=False)
-        return np.array([msg.rappor.cohort], dtype=np.uint32), bits
     if isinstance(params, NumericParams):
         return _numeric_wire.report_from_proto(msg, params)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.report_from_proto(msg, params)
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.report_from_proto(msg, params)
-    return decode_bit_rows(getattr(msg, expected), 1, params.k, expected, name_row=False)
+    return _oracle_wire.report_from_proto(msg, params)
 
 
 def _check_report_header(msg: reports_pb2.Report, expected: str, name: str, campaign_id: str | None) -> None:
@@ -714,8 +544,6 @@ def batch_from_reports(
         InvalidReportError: no reports, or ``reports[i]`` (or ``reports[i].cohort``/``.bits``) does not fit
             ``params``.
     """
-    import numpy as np
-
     spec = registry.find(params)
     if spec is not None:
         check_count("reports", len(reports))
@@ -725,23 +553,6 @@ def batch_from_reports(
         return batch_from_reports(params.inner, reports)
     n = len(reports)
     check_count("reports", n)
-    if isinstance(params, RapporParams):
-        pairs = [_rappor_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
-        cohorts = np.array([c for c, _ in pairs], dtype=np.uint32)
-        return cohorts, _rows_array([b for _, b in pairs], params.num_bytes)
     if isinstance(params, NumericParams):
         return _numeric_wire.batch_from_reports(params, reports)
-    if isinstance(params, _oracle_wire.SingleOracle):
-        return _oracle_wire.batch_from_reports(params, reports)
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.batch_from_reports(params, reports)
-    return _rows_array(
-        [packed_value(f"reports[{i}]", r, params.k) for i, r in enumerate(reports)], params.num_bytes
-    )
-
-
-def _rows_array(rows: list[bytes], nbytes: int) -> NDArray[np.uint8]:
-    import numpy as np
-
-    # A bytearray buffer, so the rows are writable like any other client-side array.
-    return np.frombuffer(bytearray(b"".join(rows)), dtype=np.uint8).reshape(len(rows), nbytes)
+    return _oracle_wire.batch_from_reports(params, reports)

@@ -297,7 +297,7 @@ def _config(**kwargs: Any) -> SimulationConfig:
 
 
 # The mechanisms `ldp-sim run` offers: every one make_params builds (the registered ones first, from
-# ldp_client.registry), but paired campaigns, which `ldp-sim associate` simulates.
+# ldp_client.registry); paired campaigns (run only) are simulated as `ldp-sim associate` does.
 _FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in NUMERIC_MECHANISM_NAMES and n != PairedParams.name]
 MechanismOpt = Annotated[
     str,
@@ -305,7 +305,8 @@ MechanismOpt = Annotated[
         "--mechanism",
         "-m",
         help=f"{', '.join(_FREQUENCY_NAMES)}, or auto (the lowest-variance frequency oracle; --param "
-        f"max_report_bits=B); means (run only): {', '.join(NUMERIC_MECHANISM_NAMES)}.",
+        f"max_report_bits=B); means (run only): {', '.join(NUMERIC_MECHANISM_NAMES)}; paired (run only: "
+        "--param first=MECH --param first.NAME=VALUE ..., the association as ldp-sim associate).",
     ),
 ]
 PopulationOpt = Annotated[

@@ -19,8 +19,6 @@ from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import (
     FREQUENCY_ORACLE_TYPES,
-    BasicRapporParams,
-    BooleanRapporParams,
     MechanismParams,
     UnportedParams,
 )
@@ -285,11 +283,6 @@ def _support_rates(params: MechanismParams) -> list[tuple[float, float]]:
         q_items = np.broadcast_to(np.asarray(q_star, dtype=np.float64), (items,)).tolist()
         return list(zip(p_items, q_items, strict=True))
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, BasicRapporParams):
-        return [(params.prob_one_if_set, params.prob_one_if_clear)]
-    if isinstance(params, BooleanRapporParams):
-        rates = (params.prob_one_if_set, params.prob_one_if_clear)
-        return [rates, (1.0 - rates[1], 1.0 - rates[0])]
     if isinstance(params, FREQUENCY_ORACLE_TYPES):
         return [(params.p_star, params.q_star)]
     return []

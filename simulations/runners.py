@@ -90,31 +90,20 @@ from ldp_client.params import (
     AUTO_MECHANISM,
     FREQUENCY_ORACLE_TYPES,
     MECHANISM_NAMES,
-    BasicRapporParams,
     BLHParams,
-    BooleanRapporParams,
-    FrequencyOracleParams,
     HadamardParams,
     MechanismParams,
     OLHParams,
     OUEParams,
-    PairedParams,
-    RapporParams,
     SetValuedParams,
     SUEParams,
     UnportedParams,
     make_params,
 )
+from ldp_client.spec import Kind
 from simulations.metrics import Metrics, compute_metrics
 from simulations.oracle_sampling import has_sum_sampler, sample_hr_counts, sample_ue_support
 from simulations.populations import CategoricalPopulation, EmpiricalPopulation, parse_categorical_population
-from simulations.sampling import (
-    basic_rappor_set_counts,
-    bloom_position_table,
-    boolean_rappor_set_counts,
-    sample_rappor_bits,
-    sample_rappor_counts,
-)
 
 if TYPE_CHECKING:
     import grpc
@@ -159,8 +148,6 @@ _MAX_BATCH_BYTES = 8 * 1024 * 1024
 # Batches per worker task: tasks (not workers) fix how users are split, so results for a given seed do not
 # depend on the number of workers.
 _BATCHES_PER_TASK = 2
-# The sum runner precomputes RAPPOR Bloom positions for every (cohort, label) up to this many hashes.
-_MAX_POSITION_TABLE = 1 << 22
 _MAX_USERS = 1 << 53  # counts stay exact in float64 estimators
 # Users of the pilot run that sizes N for a target error. The sum runner's cost does not depend on N, and at
 # this size the estimator's plug-in variances are those at the true frequencies to a few parts in 10^5.
@@ -171,8 +158,6 @@ _ORACLE_NAMES = frozenset(cls.name for cls in FREQUENCY_ORACLE_TYPES) | {"blh"}
 # Registered mechanisms without per-device state: one Reporter may stand for many simulated users.
 _STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state)
 _STATELESS_TEXT = " and ".join(", ".join(_STATELESS).rsplit(", ", 1))
-# Mechanisms not yet registered whose population has a fixed number of values (0 = false, 1 = true).
-_UNPORTED_FIXED_DOMAIN = {"boolean-rappor": 2}
 _SUBMIT_ATTEMPTS = 6
 _RPC_TIMEOUT_S = 120.0
 _CONNECT_TIMEOUT_S = 15.0
@@ -311,7 +296,7 @@ class SimulationConfig:
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISM_NAMES and self.mechanism != AUTO_MECHANISM:  # issue 6: auto
             raise InvalidParameterError("mechanism", self.mechanism, f"one of {', '.join(MECHANISM_NAMES)}")
-        if self.mechanism == PairedParams.name:  # issue 5: two variables per report
+        if _kind(self.mechanism) is Kind.PAIRED:  # issue 5: two variables per report
             raise InvalidParameterError(
                 "mechanism", self.mechanism, "one variable per report (for paired: ldp-sim associate)"
             )
@@ -336,7 +321,7 @@ class SimulationConfig:
             if isinstance(self.candidates, str | bytes) or not isinstance(self.candidates, Sequence):
                 raise InvalidParameterError("candidates", self.candidates, "a sequence of candidate strings")
             cands = tuple(self.candidates)
-            if self.mechanism != "rappor":
+            if _kind(self.mechanism) is not Kind.RAPPOR:
                 raise InvalidParameterError(
                     "candidates", f"{len(cands)} candidates", f"none for {self.mechanism} (only for rappor)"
                 )
@@ -423,12 +408,22 @@ class PreparedSimulation:
         return out
 
 
+def _kind(mechanism: str) -> Kind | None:
+    """How the server estimates a registered mechanism (None: not registered, or auto)."""
+    spec = registry.find_named(mechanism)
+    return None if spec is None else spec.kind
+
+
+def _estimates_candidates(params: MechanismParams) -> bool:
+    """The mechanism estimates candidate strings (kind RAPPOR: string RAPPOR), not a declared domain."""
+    spec = registry.find(params)
+    return spec is not None and spec.kind is Kind.RAPPOR
+
+
 def _fixed_domain_size(mechanism: str) -> int | None:
     """The number of population values a mechanism fixes (rr: 2), or None."""
     spec = registry.find_named(mechanism)
-    if spec is not None:
-        return spec.fixed_domain_size
-    return _UNPORTED_FIXED_DOMAIN.get(mechanism)
+    return None if spec is None else spec.fixed_domain_size
 
 
 def _default_domain(config: SimulationConfig, population: CategoricalPopulation) -> int:
@@ -460,7 +455,7 @@ def _build_params(config: SimulationConfig, domain_size: int) -> MechanismParams
         takes_domain = spec.takes_domain
     else:
         # Issue 6: the frequency oracles (and auto, which picks one) declare the domain as GRR does.
-        takes_domain = mech in ("basic-rappor", AUTO_MECHANISM) or mech in _ORACLE_NAMES
+        takes_domain = mech == AUTO_MECHANISM or mech in _ORACLE_NAMES
     try:
         if spec is not None:
             return spec.make(  # type: ignore[no-any-return]
@@ -511,7 +506,7 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
     except InvalidParameterError as exc:
         raise InvalidParameterError("domain", d, exc.allowed) from exc
     params = _build_params(config, d)
-    if isinstance(params, RapporParams):
+    if _estimates_candidates(params):
         items = tuple(config.candidates) if config.candidates is not None else labels
         where = {label: i for i, label in enumerate(labels)}
         index = np.array([where.get(c, -1) for c in items], dtype=np.int64)
@@ -645,9 +640,9 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
     """The aggregator's estimator on ``acc`` (the same functions the Analyst service calls)."""
     params = prep.params
     conf = prep.config.confidence
-    if isinstance(params, RapporParams):
+    if _estimates_candidates(params):
         if not isinstance(acc, BitCountAccumulator):  # accumulator_for(params) made it; narrows the type
-            raise SimulationError(f"internal: {type(acc).__name__} for rappor")
+            raise SimulationError(f"internal: {type(acc).__name__} for {params.name}")
         if prep.config.candidates is not None:
             # A candidate dictionary (issue 5): the full decoder (LASSO selection, constrained refit,
             # calibrated intervals, detection), as Analyst.DecodeRappor answers. Without one the items are
@@ -655,7 +650,7 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
             from ldp_aggregator.rappor_decode import decode_rappor
 
             dec = decode_rappor(
-                params,
+                params,  # type: ignore[arg-type]
                 acc,
                 campaign_id=prep.config.campaign_id,
                 candidates=prep.items,
@@ -672,7 +667,11 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
                 detected=dec.detected,
             )
         est = estimate_rappor_candidates(
-            params, acc, campaign_id=prep.config.campaign_id, candidates=prep.items, confidence=conf
+            params,  # type: ignore[arg-type]
+            acc,
+            campaign_id=prep.config.campaign_id,
+            candidates=prep.items,
+            confidence=conf,
         )
     else:
         est = estimate_frequencies(params, acc, confidence=conf)
@@ -691,10 +690,7 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
 
 
 def _sum_repeat(
-    prep: PreparedSimulation,
-    rng: np.random.Generator,
-    position_table: NDArray[np.int64] | None,
-    sampler: SumSampler | None = None,
+    prep: PreparedSimulation, rng: np.random.Generator, sampler: SumSampler | None = None
 ) -> _Outcome:
     params = prep.params
     if sampler is not None:  # a registered mechanism: its spec's exact sampler of the layout's sums
@@ -711,26 +707,8 @@ def _sum_repeat(
         acc += SupportCountAccumulator(*sample_ue_support(params, counts, rng))
     elif isinstance(params, HadamardParams):  # issue 6: counts of reported indices (exact, O(d K))
         acc += CountAccumulator(sample_hr_counts(params, counts, rng))
-    elif isinstance(params, RapporParams):
-        ones, reports = sample_rappor_counts(
-            params,
-            campaign_id=prep.config.campaign_id,
-            labels=prep.value_labels,
-            true_counts=counts,
-            rng=rng,
-            position_table=position_table,
-        )
-        acc += BitCountAccumulator(reports, ones)
-    elif isinstance(params, FrequencyOracleParams):  # issue 6: unreachable, _run_sum runs them per report
+    else:  # issue 6: unreachable, _run_sum runs them per report
         raise SimulationError(f"internal: no exact sum sampler for {params.name}")
-    elif isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
-        raise SimulationError("internal: paired campaigns are simulated by simulations.association")
-    else:
-        if isinstance(params, BasicRapporParams):
-            set_counts, reports = basic_rappor_set_counts(counts)
-        else:
-            set_counts, reports = boolean_rappor_set_counts(counts)
-        acc += BitCountAccumulator(reports, sample_rappor_bits(params, set_counts, reports, rng))
     return _estimate(prep, acc, prep.item_truth(counts))
 
 
@@ -745,24 +723,16 @@ def _run_sum(
             return _run_report(prep, seeds, progress)
         out = []
         for seed in seeds:
-            out.append(_sum_repeat(prep, np.random.default_rng(seed), None, sampler))
+            out.append(_sum_repeat(prep, np.random.default_rng(seed), sampler))
             if progress is not None:
                 progress(prep.config.n_users)
         return out
     if isinstance(params, FREQUENCY_ORACLE_TYPES) and not has_sum_sampler(params):
         # Issue 6: olh, blh, ss and set-valued have no exact sufficient-statistic sampler; the CLI says so.
         return _run_report(prep, seeds, progress)
-    table = None
-    if (
-        isinstance(params, RapporParams)
-        and len(seeds) > 1
-        and params.m * prep.domain_size <= _MAX_POSITION_TABLE
-    ):
-        # Hash every (cohort, label) once for all repeats instead of once per repeat.
-        table = bloom_position_table(params, campaign_id=prep.config.campaign_id, labels=prep.value_labels)
     out = []
     for seed in seeds:
-        out.append(_sum_repeat(prep, np.random.default_rng(seed), table))
+        out.append(_sum_repeat(prep, np.random.default_rng(seed)))
         if progress is not None:
             progress(prep.config.n_users)
     return out
@@ -786,22 +756,13 @@ def _encode_columns(
     params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
     if isinstance(params, NumericParams):  # issue 6: prepare() refuses them (simulations.numeric runs them)
         raise SimulationError(f"internal: {params.name} is simulated by simulations.numeric")
-    from ldp_client.mechanisms.rappor import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
     from ldp_client.mechanisms.sets import SetValuedEncoder, oracle_encoder
 
     if isinstance(params, SetValuedParams):  # issue 6: each simulated user holds the set {value}
         sets = np.full((values.shape[0], params.max_items), -1, dtype=np.int64)
         sets[:, 0] = values
         return SetValuedEncoder(params).encode_batch(sets, rng)
-    if isinstance(params, FREQUENCY_ORACLE_TYPES):  # issue 6: oue, sue, olh, blh, ss, hr
-        return oracle_encoder(params).encode_batch(values, rng)
-    if isinstance(params, RapporParams):
-        return encode_batch_rappor(params, campaign_id=campaign_id, values=values, labels=labels, rng=rng)
-    if isinstance(params, BasicRapporParams):
-        return encode_batch_basic(params, values, rng)
-    if isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
-        raise SimulationError("internal: paired campaigns are simulated by simulations.association")
-    return encode_batch_boolean(params, values == 1, rng)
+    return oracle_encoder(params).encode_batch(values, rng)  # issue 6: oue, sue, olh, blh, ss, hr
 
 
 def _report_repeat(
@@ -983,7 +944,7 @@ def _outcome_from_proto(
             f"campaign {campaign_id!r}: the aggregator returned {len(items)} items, "
             f"expected {len(prep.items)}"
         )
-    if isinstance(prep.params, RapporParams) and [it.label for it in items] != list(prep.items):
+    if _estimates_candidates(prep.params) and [it.label for it in items] != list(prep.items):
         raise SimulationError(f"campaign {campaign_id!r}: the aggregator returned other candidates")
     return _Outcome(
         truth=truth,
@@ -1133,7 +1094,7 @@ def _run_grpc(
     cfg = prep.config
     params = prep.params
     batch_size = max(1, min(cfg.batch_size, _MAX_BATCH_BYTES // _row_bytes(params)))
-    labels = prep.value_labels if isinstance(params, RapporParams) else ()
+    labels = prep.value_labels if _estimates_candidates(params) else ()
     outcomes: list[_Outcome] = []
     with contextlib.ExitStack() as stack:
         session = stack.enter_context(aggregator_session(cfg.server, cfg.access, cfg.reporter_access))
@@ -1152,7 +1113,7 @@ def _run_grpc(
                 params=params,
                 description=f"ldp-sim: {cfg.mechanism} on {cfg.population}, {cfg.n_users} users, repeat {r}",
                 # String RAPPOR: the candidate dictionary lives with the campaign, as an operator sets it.
-                candidates=list(prep.items) if isinstance(params, RapporParams) else (),
+                candidates=list(prep.items) if _estimates_candidates(params) else (),
             )
             try:
                 analyst.CreateCampaign(
@@ -1205,11 +1166,11 @@ def _run_grpc(
                 )
             request = estimates_pb2.EstimateRequest(
                 campaign_id=campaign_id,
-                candidates=list(prep.items) if isinstance(params, RapporParams) else [],
+                candidates=list(prep.items) if _estimates_candidates(params) else [],
                 confidence=cfg.confidence,
             )
             resp = get_estimate_checked(analyst, target, request, cfg.n_users)
-            if isinstance(params, RapporParams) and cfg.candidates is not None:
+            if _estimates_candidates(params) and cfg.candidates is not None:
                 # A candidate dictionary (issue 5): the full decoder, through Analyst.DecodeRappor.
                 outcomes.append(_decoded_outcome(analyst, prep, campaign_id, prep.item_truth(counts), target))
                 continue
@@ -1229,13 +1190,7 @@ def _row_bytes(params: MechanismParams) -> int:
         if isinstance(params, OLHParams):
             return 20
         return 4 if isinstance(params, HadamardParams) else (params.domain.size + 7) // 8
-    if isinstance(params, NumericParams):  # issue 6 (not run over gRPC; see prepare)
-        return 8 * params.k if isinstance(params, MultidimParams) else 4
-    if isinstance(params, RapporParams):
-        return 4 + params.num_bytes
-    if isinstance(params, PairedParams):  # issue 5: both sides' rows
-        return _row_bytes(params.first) + _row_bytes(params.second)
-    return int(params.num_bytes)
+    return 8 * params.k if isinstance(params, MultidimParams) else 4  # issue 6 (not run over gRPC)
 
 
 # ------------------------------------------------------------------------------------------- simulate
@@ -1270,7 +1225,7 @@ def simulate(config: SimulationConfig, *, progress: ProgressFn | None = None) ->
     n_reports = np.array([o.n_reports for o in outcomes], dtype=np.int64)
     detected = None
     z = None
-    if isinstance(prep.params, RapporParams):
+    if _estimates_candidates(prep.params):
         z = _detection_z(config.detection_alpha, len(prep.items))
         detected = (se > 0) & (est > z * se)
         if all(o.detected is not None for o in outcomes):  # the full decoder's own test (issue 5)
@@ -1374,9 +1329,9 @@ def required_users(pilot: SimulationResult, target_error: float, metric: ErrorMe
 
 # Mechanisms not yet registered (a registered one's fields are those of its spec.params_type).
 _PARAM_CLASSES: dict[str, type[MechanismParams]] = {
-    cls.name: cls for cls in (RapporParams, BasicRapporParams, BooleanRapporParams)
+    cls.name: cls
+    for cls in FREQUENCY_ORACLE_TYPES  # issue 6 (BLHParams: its own name)
 }
-_PARAM_CLASSES.update((cls.name, cls) for cls in FREQUENCY_ORACLE_TYPES)  # issue 6 (BLHParams: its own name)
 _PARAM_CLASSES["blh"] = BLHParams
 
 

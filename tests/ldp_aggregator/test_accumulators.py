@@ -21,7 +21,7 @@ from ldp_aggregator.accumulators import (
     batch_delta,
     check_matches,
 )
-from ldp_client.errors import InvalidReportError
+from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
@@ -486,7 +486,7 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     from ldp_aggregator.support import SupportCountAccumulator
     from ldp_client.spec import LAYOUT_SUMS
 
-    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) == {"counts", "bits", "support"}
+    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) >= {"counts", "bits", "support", "paired"}
     counts_cls = LAYOUT_ACCUMULATORS["counts"]
     counts = counts_cls.of_shape((4,))
     counts.add_batch(np.array([0, 3, 3]))
@@ -514,8 +514,22 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     support.add_batch((5, np.array([1, 5, 0])))
     assert support == SupportCountAccumulator(5, np.array([1, 5, 0])) == support_cls.from_sums((5, [1, 5, 0]))
     assert support.layout_shape == (3,) and support_cls.delta_of((3,), (2, np.array([0, 1, 2]))).n == 2
+
+    # The paired layout is a composite: its sides' accumulators and the joint pattern counts (issue 14).
+    paired_cls = LAYOUT_ACCUMULATORS["paired"]
+    paired = paired_cls.of_parts((counts_cls.of_shape((2,)), bits_cls.of_shape((1, 3))), (2, 8))  # type: ignore[attr-defined]
+    side_rows = np.packbits(np.array([[1, 0, 1], [0, 0, 1]], dtype=np.uint8), axis=1, bitorder="little")
+    paired.add_batch((np.array([1, 0]), (None, side_rows), lambda: np.array([1 * 8 + 5, 0 * 8 + 4])))
+    assert paired.n == 2 and paired.layout_shape == (2, 8) and paired.joint[1, 5] == paired.joint[0, 4] == 1
+    assert paired.layout_parts[0] == CountAccumulator(np.array([1, 1]))
+    assert paired_cls.from_sums((paired.first, paired.second, paired.joint)) == paired
+    with pytest.raises(InvalidParameterError):  # a composite is made of its parts, not of a shape
+        paired_cls.of_shape((2, 8))
     for name, cls in LAYOUT_ACCUMULATORS.items():  # the view fields are the accumulators' attributes
-        acc = cls.of_shape((2, 3) if name == "bits" else (3,))
+        if name == "paired":
+            acc = paired
+        else:
+            acc = cls.of_shape((2, 3) if name == "bits" else (3,))
         assert all(hasattr(acc, field) for field in LAYOUT_SUMS[name])  # type: ignore[index]
 
 

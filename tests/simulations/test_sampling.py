@@ -19,6 +19,7 @@ from scipy import stats
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.rappor import bloom_positions
+from ldp_client.mechanisms.rappor import sampling as rappor_sampling
 from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
@@ -27,7 +28,6 @@ from ldp_client.params import (
     GRRParams,
     RapporParams,
 )
-from simulations import sampling
 from simulations.populations import ZipfPopulation
 from simulations.sampling import (
     basic_rappor_set_counts,
@@ -323,7 +323,7 @@ def test_set_counts_match_the_client_bloom_filter(monkeypatch: pytest.MonkeyPatc
         hashed.append(value)
         return bloom_positions(campaign_id, cohort, value, k, h)
 
-    monkeypatch.setattr(sampling, "_bloom_positions_fn", lambda: recording)
+    monkeypatch.setattr(rappor_sampling, "_bloom_positions_fn", lambda: recording)
     got = rappor_set_counts(params, campaign_id="camp", labels=labels, counts_by_cohort=counts)
     np.testing.assert_array_equal(got, _naive_set_counts(params, "camp", labels, counts))
     assert "v7" not in hashed and len(hashed) == 3 * 39
