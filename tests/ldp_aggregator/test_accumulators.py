@@ -526,10 +526,7 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     with pytest.raises(InvalidParameterError):  # a composite is made of its parts, not of a shape
         paired_cls.of_shape((2, 8))
     for name, cls in LAYOUT_ACCUMULATORS.items():  # the view fields are the accumulators' attributes
-        if name == "paired":
-            acc = paired
-        else:
-            acc = cls.of_shape((2, 3) if name == "bits" else (3,))
+        acc = paired if name == "paired" else cls.of_shape((2, 3) if name == "bits" else (3,))
         assert all(hasattr(acc, field) for field in LAYOUT_SUMS[name])  # type: ignore[index]
 
 

@@ -13,6 +13,7 @@ from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRParams
 from ldp_client.mechanisms.rr import BinaryRRParams
 from ldp_client.params import MECHANISM_NAMES, make_params
+from ldp_client.spec import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,4 +75,48 @@ def test_mechanism_modules_never_import_the_registry_or_the_params_facade(spec: 
         assert facade not in imported, f"{module.__name__} imports {facade}"
     assert "ldp_client.mechanisms" not in {n for n in imported if n.count(".") == 1}, (
         "import the mechanism modules themselves, not the package (it imports every encoder)"
+    )
+
+
+FAMILY = ("rappor", "basic-rappor", "boolean-rappor", "paired")
+FAMILY_CLASSES = {"RapporParams", "BasicRapporParams", "BooleanRapporParams", "PairedParams"}
+FAMILY_MEMBERS = {"rappor", "basic_rappor", "boolean_rappor", "basic_bits", "boolean_bits", "paired"}
+# The layers that reach a mechanism through its spec only (issue 14): no class or name of these four.
+FACADES = (
+    "ldp_client/wire.py",
+    "ldp_client/_journal_rows.py",
+    "ldp_client/reporter.py",
+    "ldp_aggregator/accumulators.py",
+    "ldp_aggregator/analysis.py",
+    "simulations/runners.py",
+    "simulations/metrics.py",
+)
+
+
+def test_the_rappor_family_and_paired_are_registered() -> None:
+    for name in FAMILY:
+        spec = registry.spec_named(name)
+        assert spec.params_type.name == name and spec in registry.SPECS
+    assert [registry.spec_named(n).kind for n in FAMILY] == [
+        Kind.RAPPOR,
+        Kind.SUPPORT,
+        Kind.SUPPORT,
+        Kind.PAIRED,
+    ]
+    assert registry.SPECS[-1].name == "paired"  # it composes the others: listed last
+
+
+@pytest.mark.parametrize("path", FACADES)
+def test_the_layers_reach_the_rappor_family_and_paired_only_through_their_specs(path: str) -> None:
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    named = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            named.add(node.id)
+        elif isinstance(node, ast.alias):
+            named.add(node.asname or node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named.add(node.value)
+    assert not named & (FAMILY_CLASSES | set(FAMILY) | FAMILY_MEMBERS), (
+        f"{path} names {named & (FAMILY_CLASSES | set(FAMILY) | FAMILY_MEMBERS)}"
     )
