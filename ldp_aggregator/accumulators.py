@@ -80,6 +80,7 @@ __all__ = [
     "Accumulator",
     "BitCountAccumulator",
     "BitRows",
+    "CompositeAccumulator",
     "CorruptAccumulatorError",
     "CountAccumulator",
     "LayoutAccumulator",
@@ -713,11 +714,22 @@ def _layout_class(layout: Layout) -> type[LayoutAccumulator]:
     return cls
 
 
+class CompositeAccumulator(LayoutAccumulator, Protocol):
+    """A composite layout's accumulator (``Layout.parts``): made of its parts' accumulators."""
+
+    @classmethod
+    def of_parts(cls, parts: tuple[Any, ...], shape: tuple[int, ...]) -> Self: ...
+
+    @property
+    def layout_parts(self) -> tuple[Any, ...]: ...
+
+
 def _empty(layout: Layout) -> LayoutAccumulator:
     """The empty accumulator of a layout (of its parts' empty accumulators, for a composite layout)."""
     cls = _layout_class(layout)
     if layout.parts:
-        return cast(Any, cls).of_parts(tuple(_empty(part) for part in layout.parts), layout.shape)  # type: ignore[no-any-return]
+        composite = cast("type[CompositeAccumulator]", cls)
+        return composite.of_parts(tuple(_empty(part) for part in layout.parts), layout.shape)
     return cls.of_shape(layout.shape)
 
 
@@ -725,7 +737,9 @@ def _matches(acc: object, layout: Layout) -> bool:
     """``acc`` is the accumulator ``layout`` describes: its class and shape, and its parts' (recursively)."""
     if not isinstance(acc, _layout_class(layout)) or acc.layout_shape != layout.shape:
         return False
-    parts = getattr(acc, "layout_parts", ())
+    if not layout.parts:
+        return True
+    parts = cast(CompositeAccumulator, acc).layout_parts
     return len(parts) == len(layout.parts) and all(
         _matches(part, part_layout) for part, part_layout in zip(parts, layout.parts, strict=True)
     )
