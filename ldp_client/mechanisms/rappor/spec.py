@@ -62,6 +62,7 @@ from ldp_client.mechanisms.rappor.spec_base import (
     PackedRowsSpec,
     RapporFamilySpec,
     bit_outputs,
+    bits_layout,
     client_secret,
     exact_bit_rates,
     f_zero_opt_in,
@@ -277,7 +278,7 @@ class RapporSpec(RapporFamilySpec[RapporParams]):
         return sample
 
     def layout(self, params: RapporParams) -> Layout:
-        return Layout.bits(params.m, params.k)
+        return bits_layout(params.m, params.k)
 
     def layout_batch(self, params: RapporParams, columns: Any) -> Any:
         if not isinstance(columns, tuple) or len(columns) != 2:

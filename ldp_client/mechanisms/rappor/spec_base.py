@@ -7,9 +7,10 @@ Importing this module does not import numpy; the batch, simulation and server me
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
 
 from ldp_client._prob import PROB_ONE, quantize_probability
 from ldp_client.codecs import (
@@ -45,12 +46,18 @@ __all__ = [
     "PackedRowsSpec",
     "RapporFamilySpec",
     "bit_outputs",
+    "bits_layout",
     "client_secret",
     "exact_bit_rates",
     "f_zero_opt_in",
     "noise_fields",
     "rows_array",
 ]
+
+
+bits_layout: Final = functools.lru_cache(maxsize=256)(Layout.bits)
+"""``Layout.bits(m, k)``, one object per shape: a Layout is immutable, and the ingest path asks for it once
+per report (making one costs about 0.5 us, 3% of a single report's decode and increment)."""
 
 
 def exact_bit_rates(params: RapporNoiseParams) -> tuple[Fraction, Fraction]:
@@ -202,7 +209,7 @@ class PackedRowsSpec(RapporFamilySpec[P]):
         return _unpack_int_row
 
     def layout(self, params: P) -> Layout:
-        return Layout.bits(1, params.k)  # type: ignore[attr-defined]
+        return bits_layout(1, params.k)  # type: ignore[attr-defined]
 
     def layout_batch(self, params: P, columns: Any) -> Any:
         return None, columns
