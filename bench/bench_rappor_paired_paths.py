@@ -26,6 +26,7 @@ from ldp_aggregator.association import associate_campaign
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
 from ldp_client import _journal_rows, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
+from ldp_client.mechanisms.paired import encode_batch_paired
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 from ldp_client.params import (
     BasicRapporParams,
@@ -147,8 +148,14 @@ def _paths() -> dict[str, tuple[Callable[[], object], int]]:
     ):
         acc = _accumulated(params, _reports(params, values, BATCH), 100)
         out[f"{name} estimate_frequencies"] = (lambda p=params, a=acc: estimate_frequencies(p, a), 1)
-    paired_reports = _reports(PAIRED, [(i % 2 == 0, i % 8) for i in range(16)], BATCH)
-    paired_acc = _accumulated(PAIRED, paired_reports, 100)
+    # The association of 100,000 simulated devices (seeded: EM's work depends on the reports).
+    rng = np.random.default_rng(3)
+    first = rng.integers(0, 2, size=100_000)
+    paired_cols = encode_batch_paired(
+        PAIRED, campaign_id=CAMPAIGN, first_values=first == 1, second_values=(first * 3) % 8, rng=rng
+    )
+    paired_acc = accumulator_for(PAIRED)
+    add_columns(paired_acc, PAIRED, paired_cols)
     info = wire.CampaignInfo(campaign_id=CAMPAIGN, params=PAIRED)
     out["paired rr x grr association (EM)"] = (lambda: associate_campaign(info, paired_acc, None), 1)
     # The simulator, end to end (population, sums or reports, accumulator, estimate).

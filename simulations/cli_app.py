@@ -37,9 +37,11 @@ from ldp_aggregator.client_access import (
     read_client_access,
     rpc_error_message,
 )
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.numeric_params import NUMERIC_MECHANISM_NAMES
-from ldp_client.params import MECHANISM_NAMES, PairedParams
+from ldp_client.params import MECHANISM_NAMES
+from ldp_client.spec import Kind
 from simulations.runners import (
     ProgressFn,
     SimulationConfig,
@@ -298,15 +300,17 @@ def _config(**kwargs: Any) -> SimulationConfig:
 
 # The mechanisms `ldp-sim run` offers: every one make_params builds (the registered ones first, from
 # ldp_client.registry); paired campaigns (run only) are simulated as `ldp-sim associate` does.
-_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in NUMERIC_MECHANISM_NAMES and n != PairedParams.name]
+_PAIRED_NAMES = [s.name for s in registry.SPECS if s.kind is Kind.PAIRED]
+_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in NUMERIC_MECHANISM_NAMES and n not in _PAIRED_NAMES]
 MechanismOpt = Annotated[
     str,
     typer.Option(
         "--mechanism",
         "-m",
         help=f"{', '.join(_FREQUENCY_NAMES)}, or auto (the lowest-variance frequency oracle; --param "
-        f"max_report_bits=B); means (run only): {', '.join(NUMERIC_MECHANISM_NAMES)}; paired (run only: "
-        "--param first=MECH --param first.NAME=VALUE ..., the association as ldp-sim associate).",
+        f"max_report_bits=B); means (run only): {', '.join(NUMERIC_MECHANISM_NAMES)}; two variables (run "
+        f"only: {', '.join(_PAIRED_NAMES)}, --param first=MECH --param first.NAME=VALUE ..., the association "
+        "as ldp-sim associate).",
     ),
 ]
 PopulationOpt = Annotated[
