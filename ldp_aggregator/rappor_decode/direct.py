@@ -27,9 +27,10 @@ def decode_direct(
     """Basic and boolean RAPPOR: debiased counts per bit, no regression (CCS 2014, §4).
 
     Each domain value (basic) or each of ``false``/``true`` (boolean) is a pure frequency oracle with
-    p* = q_star, q* = p_star (:func:`ldp_aggregator.estimators.pure_oracle_arrays`: unbiased counts, exact
-    variance, score intervals). Detection tests count > 0 with the null standard error
-    sqrt(n p*(1-p*))/(q*-p*) (the value's bit is then pure noise), one-sided, corrected over the d values.
+    support rates p* = ``prob_one_if_set`` and q* = ``prob_one_if_clear``
+    (:func:`ldp_aggregator.estimators.pure_oracle_arrays`: unbiased counts, exact variance, score
+    intervals). Detection tests count > 0 with the null standard error sqrt(n c (1 - c)) / (s - c), s and c
+    the set and clear rates (the value's bit is then pure noise), one-sided, corrected over the d values.
 
     Raises:
         InvalidParameterError: params of another mechanism, bad options.
@@ -50,7 +51,7 @@ def decode_direct(
     if n == 0:
         raise NoReportsError(0)
     ones = acc.ones[0].astype(np.float64)
-    qs, ps = params.q_star, params.p_star
+    qs, ps = params.prob_one_if_set, params.prob_one_if_clear
     if isinstance(params, BasicRapporParams):
         labels = tuple(params.domain.label(i) for i in range(params.domain.size))
         res = pure_oracle_arrays(ones, n, qs, ps, confidence)
