@@ -10,7 +10,7 @@ from ldp_aggregator.accumulators import BitCountAccumulator, check_matches
 from ldp_aggregator.estimators import NoReportsError, normal_quantile, pure_oracle_arrays
 from ldp_aggregator.rappor_decode.detection import detect, detection_threshold, selective_interval, upper_p
 from ldp_aggregator.rappor_decode.results import Correction, DecodeResult, check_alpha, check_correction
-from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.errors import InvalidParameterError
 from ldp_client.params import BasicRapporParams, BooleanRapporParams
 
 __all__ = ["decode_direct"]
@@ -44,9 +44,7 @@ def decode_direct(
     a = check_alpha(alpha)
     corr = check_correction(correction)
     normal_quantile(confidence)  # issue 13: options before data (the same answer with or without reports)
-    check_matches(acc, params)
-    if not isinstance(acc, BitCountAccumulator):
-        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
+    check_matches(acc, params)  # a BitCountAccumulator of the parameters' shape
     n = acc.n
     if n == 0:
         raise NoReportsError(0)
