@@ -169,6 +169,12 @@ def test_no_import_cycle_through_the_split_packages_and_the_command_lines() -> N
     assert not _must_be_acyclic("ldp_aggregator.client_access")
 
 
+def test_no_import_cycle_anywhere() -> None:
+    """Issue 14: with every mechanism behind the registry, no two modules of the three packages import each
+    other, directly or through others, at module level or inside functions."""
+    assert [sorted(c) for c in _cycles()] == []
+
+
 def test_modules_of_a_split_package_never_import_the_package_itself() -> None:
     """A submodule importing its own package would run the package's re-exports half-initialised."""
     for package in SPLIT_PACKAGES:
