@@ -49,6 +49,7 @@ from ldp_client.errors import (
     shown,
 )
 from ldp_client.params import RapporParams
+from ldp_client.spec import Kind
 
 __all__ = [
     "Aggregator",
@@ -195,14 +196,11 @@ NEEDS_CANDIDATES = (
 
 def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
     """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
-    if candidates or info.candidates:
+    spec = registry.spec_for(info.params)
+    if not spec.estimates_candidates or candidates or info.candidates:
         return ""
-    if isinstance(info.params, RapporParams):
-        return f"campaign {shown(info.campaign_id)} has no candidate strings: {RAPPOR_NEEDS_CANDIDATES}"
-    spec = registry.find(info.params)
-    if spec is not None and spec.estimates_candidates:
-        return f"campaign {shown(info.campaign_id)} has no candidate strings: {NEEDS_CANDIDATES}"
-    return ""
+    why = RAPPOR_NEEDS_CANDIDATES if spec.kind is Kind.RAPPOR else NEEDS_CANDIDATES
+    return f"campaign {shown(info.campaign_id)} has no candidate strings: {why}"
 
 
 @dataclass(frozen=True, slots=True)
