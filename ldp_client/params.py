@@ -124,6 +124,9 @@ MechanismParams = (
     | MultidimParams
     | PairedParams
 )
+"""The parameter classes this facade re-exports (a typing aid). A mechanism added later by its own module
+and one registry line is typed by its own parameter class; :data:`ldp_client.registry.SPECS` is the
+complete list at run time, and every class here is in it."""
 MechanismName = Literal[
     "rr",
     "grr",
@@ -145,13 +148,15 @@ MechanismName = Literal[
     "multidim",
     "paired",
 ]
+"""The names of :data:`MechanismParams`' mechanisms, in the registry's order (which lists any mechanism added
+later after them)."""
 
 AUTO_MECHANISM = "auto"
 """Not a mechanism: ``make_params("auto", ...)`` returns the lowest-variance frequency oracle
 (:func:`ldp_client.auto.choose_mechanism`)."""
 MECHANISM_NAMES: tuple[str, ...] = registry.names()
-"""Every mechanism ``make_params`` builds, in the order they are listed to users (the registry's, which is
-:data:`MechanismName`'s)."""
+"""Every mechanism ``make_params`` builds, in the order they are listed to users (the registry's: that of
+:data:`MechanismName`, then any registered later)."""
 
 
 def make_params(

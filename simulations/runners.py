@@ -409,6 +409,11 @@ def _kind(mechanism: str) -> Kind | None:
     return None if spec is None else spec.kind
 
 
+def _decodes_candidates(params: MechanismParams) -> bool:
+    """Kind RAPPOR (string RAPPOR): candidates decoded from per-cohort bit counts, with detection."""
+    return registry.spec_for(params).kind is Kind.RAPPOR
+
+
 def _estimates_candidates(params: MechanismParams) -> bool:
     """The items are candidate strings, the population's labels (which the devices hash) or a dictionary
     (``spec.estimates_candidates``: string RAPPOR, a sketch), not a declared domain."""
@@ -630,7 +635,7 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
     """The aggregator's estimator on ``acc`` (the same functions the Analyst service calls)."""
     params = prep.params
     conf = prep.config.confidence
-    if _estimates_candidates(params):
+    if _decodes_candidates(params):
         if not isinstance(acc, BitCountAccumulator):  # accumulator_for(params) made it; narrows the type
             raise SimulationError(f"internal: {type(acc).__name__} for {params.name}")
         if prep.config.candidates is not None:
@@ -1175,7 +1180,7 @@ def simulate(config: SimulationConfig, *, progress: ProgressFn | None = None) ->
     n_reports = np.array([o.n_reports for o in outcomes], dtype=np.int64)
     detected = None
     z = None
-    if _estimates_candidates(prep.params):
+    if _decodes_candidates(prep.params):
         z = _detection_z(config.detection_alpha, len(prep.items))
         detected = (se > 0) & (est > z * se)
         if all(o.detected is not None for o in outcomes):  # the full decoder's own test (issue 5)

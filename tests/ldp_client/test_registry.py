@@ -11,8 +11,10 @@ import pytest
 
 from ldp_client import params as params_facade
 from ldp_client import registry
+from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRParams
+from ldp_client.mechanisms.paired import SIDE_SPECS
 from ldp_client.mechanisms.rr import BinaryRRParams
 from ldp_client.params import MECHANISM_NAMES, make_params
 from ldp_client.spec import Kind
@@ -46,10 +48,17 @@ def test_the_frequency_oracles_are_registered(name: str) -> None:
 
 def test_every_parameter_class_is_registered() -> None:
     # Every layer reaches every mechanism through its spec: no transitional fallback for unported ones.
-    assert {s.params_type for s in registry.SPECS} == set(get_args(params_facade.MechanismParams))
+    static_types = get_args(params_facade.MechanismParams)
+    assert set(static_types) <= {s.params_type for s in registry.SPECS}
     assert not hasattr(params_facade, "UnportedParams")
-    # The user-facing order (the Campaign oneof's) is the registry's, and the static MechanismName's.
-    assert registry.names() == MECHANISM_NAMES == get_args(params_facade.MechanismName)
+    # The user-facing order is the registry's, which is the Campaign oneof's declaration order; the static
+    # MechanismName (a typing aid, with MechanismParams) names the mechanisms of params.py in that order,
+    # and a mechanism added later by its own module and one registry line follows them.
+    members = [f.name for f in campaign_pb2.Campaign.DESCRIPTOR.oneofs_by_name["mechanism"].fields]
+    assert [s.wire.campaign for s in registry.SPECS] == members
+    static_names = get_args(params_facade.MechanismName)
+    assert registry.names() == MECHANISM_NAMES and MECHANISM_NAMES[: len(static_names)] == static_names
+    assert [s.params_type for s in registry.SPECS[: len(static_names)]] == list(static_types)
 
 
 def test_unknown_names_say_what_is_allowed() -> None:
@@ -129,7 +138,9 @@ def test_the_rappor_family_and_paired_are_registered() -> None:
         Kind.SUPPORT,
         Kind.PAIRED,
     ]
-    assert registry.SPECS[-1].name == "paired"  # it composes the others: listed last
+    # Paired composes the side specs: listed after every one of them.
+    where = {s.name: i for i, s in enumerate(registry.SPECS)}
+    assert all(where["paired"] > where[side.name] for side in SIDE_SPECS)
 
 
 @pytest.mark.parametrize("path", FACADES)
