@@ -1134,7 +1134,7 @@ def _run_grpc(
                 confidence=cfg.confidence,
             )
             resp = get_estimate_checked(analyst, target, request, cfg.n_users)
-            if _estimates_candidates(params) and cfg.candidates is not None:
+            if _decodes_candidates(params) and cfg.candidates is not None:
                 # A candidate dictionary (issue 5): the full decoder, through Analyst.DecodeRappor.
                 outcomes.append(_decoded_outcome(analyst, prep, campaign_id, prep.item_truth(counts), target))
                 continue
