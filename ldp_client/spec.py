@@ -714,6 +714,13 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """A few small parameter objects for exhaustive checks (enumeration of every output)."""
         raise NotImplementedError
 
+    def largest(self) -> tuple[P, ...]:
+        """Parameters with every size at the largest value the parameter class accepts, for the hardening
+        sweep (``tests/ldp_aggregator/test_fuzz.py``: each campaign is created on a memory-capped server,
+        accepted or refused before allocating, then reported to and estimated). By default none: the
+        sweep's own table covers the mechanisms registered before this hook."""
+        return ()
+
     @abc.abstractmethod
     def exact_outputs(self, params: P, value: Any) -> Mapping[Hashable, Fraction]:
         """The exact output distribution of the encoder for input ``value``: every possible per-report
