@@ -634,6 +634,41 @@ class HadamardResponseParams(google.protobuf.message.Message):
 global___HadamardResponseParams = HadamardResponseParams
 
 @typing.final
+class CountMeanSketchParams(google.protobuf.message.Message):
+    """Apple's count-mean sketch ("cms") and Hadamard count-mean sketch ("hcms") ("Learning with Privacy at
+    Scale", Apple, 2017); docs/sketches.md has the hashing (with test vectors) and the estimator. A device holds
+    a string of any length; the campaign fixes k hash functions h_0..h_{k-1} into [0, m), keyed by the campaign
+    id. cms: the device picks a row j uniformly, builds the m-vector with +1 at h_j(value) and -1 elsewhere,
+    flips each coordinate independently with probability flip_probability and sends (j, the m signs as bits);
+    epsilon = 2 ln((1 - f) / f). hcms: the device picks j and a column l in [0, m) uniformly and sends
+    (j, l, H[h_j(value), l]) with the sign flipped with probability flip_probability, H the Sylvester-Hadamard
+    matrix of order m (H[r, l] = (-1)^popcount(r & l)); epsilon = ln((1 - f) / f). Estimates are for candidate
+    strings given with the campaign (Campaign.candidates) or the request.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    K_FIELD_NUMBER: builtins.int
+    M_FIELD_NUMBER: builtins.int
+    FLIP_PROBABILITY_FIELD_NUMBER: builtins.int
+    k: builtins.int
+    """Number of hash rows k: cms 1 <= k <= 65536; hcms 1 <= k and k * m <= 2^23."""
+    m: builtins.int
+    """Sketch width m: cms 2 <= m <= 4096; hcms a power of two, 2 <= m <= 65536."""
+    flip_probability: builtins.float
+    """Probability f of flipping each sent sign, 0 < f < 1/2."""
+    def __init__(
+        self,
+        *,
+        k: builtins.int = ...,
+        m: builtins.int = ...,
+        flip_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["flip_probability", b"flip_probability", "k", b"k", "m", b"m"]) -> None: ...
+
+global___CountMeanSketchParams = CountMeanSketchParams
+
+@typing.final
 class SetValuedParams(google.protobuf.message.Message):
     """Set-valued frequency estimation by padding and sampling (Qin et al., CCS 2016; Wang, Li, Jha, IEEE S&P
     2018). Mechanism name "set-valued". A device holds at most max_items distinct values of `domain`; it pads
@@ -791,6 +826,8 @@ class Campaign(google.protobuf.message.Message):
     SR_FIELD_NUMBER: builtins.int
     MULTIDIM_FIELD_NUMBER: builtins.int
     PAIRED_FIELD_NUMBER: builtins.int
+    CMS_FIELD_NUMBER: builtins.int
+    HCMS_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -860,6 +897,12 @@ class Campaign(google.protobuf.message.Message):
     def paired(self) -> global___PairedParams:
         """Association (issue 5): two variables in one report. 41..47 are reserved for related kinds."""
 
+    @property
+    def cms(self) -> global___CountMeanSketchParams:
+        """Sketches over strings of any kind (issue 14): count-mean sketch and Hadamard count-mean sketch."""
+
+    @property
+    def hcms(self) -> global___CountMeanSketchParams: ...
     def __init__(
         self,
         *,
@@ -889,9 +932,11 @@ class Campaign(google.protobuf.message.Message):
         sr: global___StochasticRoundingParams | None = ...,
         multidim: global___MultidimParams | None = ...,
         paired: global___PairedParams | None = ...,
+        cms: global___CountMeanSketchParams | None = ...,
+        hcms: global___CountMeanSketchParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "duchi", b"duchi", "grr", b"grr", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms"] | None: ...
 
 global___Campaign = Campaign

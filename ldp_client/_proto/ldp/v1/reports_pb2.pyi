@@ -15,8 +15,8 @@ and the unused high bits of a row's last byte (bits k..8*ceil(k/8)-1) MUST be 0.
 
 The payload member must match the campaign's mechanism (rr -> rr_answer(s), grr -> grr_index/indices,
 rappor -> rappor, basic_rappor -> basic_bits, boolean_rappor -> boolean_bits, oue -> oue_bits, sue ->
-sue_bits, olh/blh -> olh/blh, ss -> ss_bits, hr -> hr_index/indices; a set_valued campaign uses the member
-of its inner oracle); member numbers equal those of Campaign.mechanism.
+sue_bits, olh/blh -> olh/blh, ss -> ss_bits, hr -> hr_index/indices, cms -> cms, hcms -> hcms; a set_valued
+campaign uses the member of its inner oracle); member numbers equal those of Campaign.mechanism.
 """
 
 import builtins
@@ -153,6 +153,104 @@ class LocalHashColumns(google.protobuf.message.Message):
 global___LocalHashColumns = LocalHashColumns
 
 @typing.final
+class CmsReport(google.protobuf.message.Message):
+    """One count-mean-sketch report (cms): the hash row and the m signs."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ROW_FIELD_NUMBER: builtins.int
+    BITS_FIELD_NUMBER: builtins.int
+    row: builtins.int
+    """The hash row j, 0 <= row < k."""
+    bits: builtins.bytes
+    """The m sent signs as bits (1 = +1), packed into exactly ceil(m/8) bytes in little bit order; padding 0."""
+    def __init__(
+        self,
+        *,
+        row: builtins.int = ...,
+        bits: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bits", b"bits", "row", b"row"]) -> None: ...
+
+global___CmsReport = CmsReport
+
+@typing.final
+class CmsColumns(google.protobuf.message.Message):
+    """Columns of a count-mean-sketch batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ROWS_FIELD_NUMBER: builtins.int
+    BITS_FIELD_NUMBER: builtins.int
+    rows: builtins.bytes
+    """count little-endian uint32 rows (4 * count bytes), each < k."""
+    bits: builtins.bytes
+    """count rows of ceil(m/8) bytes each (count * ceil(m/8) bytes), row-major: row r is report r. Little bit
+    order within a row; padding bits 0.
+    """
+    def __init__(
+        self,
+        *,
+        rows: builtins.bytes = ...,
+        bits: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bits", b"bits", "rows", b"rows"]) -> None: ...
+
+global___CmsColumns = CmsColumns
+
+@typing.final
+class HcmsReport(google.protobuf.message.Message):
+    """One Hadamard count-mean-sketch report (hcms): the hash row, the Hadamard column and the sent sign."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ROW_FIELD_NUMBER: builtins.int
+    COLUMN_FIELD_NUMBER: builtins.int
+    PLUS_FIELD_NUMBER: builtins.int
+    row: builtins.int
+    """The hash row j, 0 <= row < k."""
+    column: builtins.int
+    """The Hadamard column l, 0 <= column < m."""
+    plus: builtins.bool
+    """The sent sign: true = +1, false = -1."""
+    def __init__(
+        self,
+        *,
+        row: builtins.int = ...,
+        column: builtins.int = ...,
+        plus: builtins.bool = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["column", b"column", "plus", b"plus", "row", b"row"]) -> None: ...
+
+global___HcmsReport = HcmsReport
+
+@typing.final
+class HcmsColumns(google.protobuf.message.Message):
+    """Columns of a Hadamard count-mean-sketch batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ROWS_FIELD_NUMBER: builtins.int
+    COLUMNS_FIELD_NUMBER: builtins.int
+    SIGNS_FIELD_NUMBER: builtins.int
+    rows: builtins.bytes
+    """count little-endian uint32 rows (4 * count bytes), each < k."""
+    columns: builtins.bytes
+    """count little-endian uint32 columns (4 * count bytes), each < m."""
+    signs: builtins.bytes
+    """count signs packed 8 per byte in little bit order (1 = +1), ceil(count/8) bytes, as rr_answers."""
+    def __init__(
+        self,
+        *,
+        rows: builtins.bytes = ...,
+        columns: builtins.bytes = ...,
+        signs: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["columns", b"columns", "rows", b"rows", "signs", b"signs"]) -> None: ...
+
+global___HcmsColumns = HcmsColumns
+
+@typing.final
 class PairedSideReport(google.protobuf.message.Message):
     """One side of a paired report (issue 5): the member of Report.value its mechanism uses, same number."""
 
@@ -233,6 +331,8 @@ class Report(google.protobuf.message.Message):
     SR_CODE_FIELD_NUMBER: builtins.int
     MULTIDIM_FIELD_NUMBER: builtins.int
     PAIRED_FIELD_NUMBER: builtins.int
+    CMS_FIELD_NUMBER: builtins.int
+    HCMS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -282,6 +382,12 @@ class Report(google.protobuf.message.Message):
     def paired(self) -> global___PairedReportValue:
         """paired (issue 5): both sides' reports."""
 
+    @property
+    def cms(self) -> global___CmsReport:
+        """Sketches (issue 14): cms, hcms."""
+
+    @property
+    def hcms(self) -> global___HcmsReport: ...
     def __init__(
         self,
         *,
@@ -305,10 +411,12 @@ class Report(google.protobuf.message.Message):
         sr_code: builtins.int = ...,
         multidim: global___NumericPairs | None = ...,
         paired: global___PairedReportValue | None = ...,
+        cms: global___CmsReport | None = ...,
+        hcms: global___HcmsReport | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms"] | None: ...
 
 global___Report = Report
 
@@ -420,6 +528,8 @@ class ReportBatch(google.protobuf.message.Message):
     SR_CODES_FIELD_NUMBER: builtins.int
     MULTIDIM_FIELD_NUMBER: builtins.int
     PAIRED_FIELD_NUMBER: builtins.int
+    CMS_FIELD_NUMBER: builtins.int
+    HCMS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -473,6 +583,12 @@ class ReportBatch(google.protobuf.message.Message):
     def paired(self) -> global___PairedColumns:
         """paired (issue 5): both sides' columns."""
 
+    @property
+    def cms(self) -> global___CmsColumns:
+        """Sketches (issue 14): cms rows and packed sign rows; hcms rows, columns and packed signs."""
+
+    @property
+    def hcms(self) -> global___HcmsColumns: ...
     def __init__(
         self,
         *,
@@ -497,10 +613,12 @@ class ReportBatch(google.protobuf.message.Message):
         sr_codes: builtins.bytes = ...,
         multidim: global___MultidimColumns | None = ...,
         paired: global___PairedColumns | None = ...,
+        cms: global___CmsColumns | None = ...,
+        hcms: global___HcmsColumns | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms"] | None: ...
 
 global___ReportBatch = ReportBatch
 
