@@ -119,6 +119,7 @@ SPLIT_PACKAGES = (
     "ldp_client.mechanisms.numeric",
     "ldp_client.mechanisms.rappor",
     "ldp_client.reporter",
+    "simulations.runners",
 )
 # Modules taken out of an import cycle (the numeric mechanisms' accumulator, estimator and what they share).
 ACYCLIC_MODULES = ("ldp_aggregator.means", "ldp_aggregator.moments", "ldp_aggregator.estimation")

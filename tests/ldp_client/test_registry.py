@@ -111,7 +111,7 @@ FACADES = (
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ldp_client" / "reporter").glob("*.py")),
     "ldp_aggregator/accumulators.py",
     "ldp_aggregator/analysis.py",
-    "simulations/runners.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "simulations" / "runners").glob("*.py")),
     "simulations/metrics.py",
 )
 
