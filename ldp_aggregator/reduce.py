@@ -41,7 +41,7 @@ from ldp_aggregator.accumulators import (
 from ldp_aggregator.archive import ArchiveError, archive_files, campaign_info, read_file, read_metadata
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import reports_pb2
-from ldp_client.errors import shown
+from ldp_client.errors import LdpError, shown
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -49,7 +49,9 @@ if TYPE_CHECKING:
     from ldp_client.params import MechanismParams
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "DEFAULT_WORKERS",
+    "ClusterError",
     "ReduceResult",
     "dask_client",
     "file_accumulator",
@@ -63,6 +65,10 @@ __all__ = [
 DEFAULT_WORKERS: Final = 2
 #: Seconds to wait for a named scheduler before giving up with one line.
 CONNECT_TIMEOUT_S = 10.0
+
+
+class ClusterError(LdpError):
+    """No Dask cluster to run on: dask.distributed is missing, or the named scheduler cannot be reached."""
 
 
 def payload_columns(params: MechanismParams, campaign_id: str, raw: bytes) -> Any:
@@ -136,12 +142,12 @@ def dask_client(
     ``processes=False``), no dashboard, and is closed on exit.
 
     Raises:
-        ArchiveError: dask.distributed is not installed, or the scheduler cannot be reached.
+        ClusterError: dask.distributed is not installed, or the scheduler cannot be reached.
     """
     try:
         from distributed import Client, LocalCluster
     except ModuleNotFoundError as exc:
-        raise ArchiveError(
+        raise ClusterError(
             f"analysis on Dask needs dask.distributed ({exc.name} is not installed):"
             " pip install 'ldp-collect[cluster]'"
         ) from None
@@ -149,7 +155,7 @@ def dask_client(
         try:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)  # type: ignore[no-untyped-call]
         except (OSError, TimeoutError, ValueError) as exc:
-            raise ArchiveError(
+            raise ClusterError(
                 f"--scheduler {shown(scheduler)}: cannot reach a Dask scheduler there ({exc}); allowed the"
                 " address of a running dask scheduler, e.g. tcp://10.0.0.5:8786"
             ) from None
@@ -157,7 +163,7 @@ def dask_client(
             yield client
         return
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
-        raise ArchiveError(f"--workers {shown(workers)}: allowed an integer in [1, 1024]")
+        raise ClusterError(f"--workers {shown(workers)}: allowed an integer in [1, 1024]")
     with (
         LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers,
