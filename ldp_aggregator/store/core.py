@@ -478,7 +478,7 @@ class Store(GroupCommitWriter):
                 # In the same transaction as the version bump, so a crash leaves either the complete old
                 # file or the complete new one.
                 _log.info("migrating %s from schema_version %s to %d", where, found, SCHEMA_VERSION)
-                migrate_to_current(conn, tables, where)
+                migrate_to_current(conn, tables, where, found)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             if self._retain_raw:
                 for stmt in RAW_SCHEMA:

@@ -113,6 +113,24 @@ def test_iter_raw_batches_yields_positions_in_ingest_order_and_resumes(store: St
         store.iter_raw_batches("nope", 0)
 
 
+def test_an_export_after_a_purge_that_emptied_the_table_misses_nothing(store: Store, tmp_path: Path) -> None:
+    """Positions are never reused: with a plain rowid, a purge that deletes every raw row makes the next
+    report take position 1 again, and an export resuming after its last position skipped it silently."""
+    agg = _grr_store(store, batches=3)
+    root = tmp_path / "archive"
+    first = archive.export_archive(store, root, day=lambda: DAY)
+    assert first.rows == 4
+    assert store.purge_raw(2**62) == 4  # retention: every raw row goes
+    asyncio.run(_fill(agg, registry.spec_named("grr"), np.random.default_rng(9), 2, start=10))
+    fresh = list(store.iter_raw_batches("k-grr", 0))
+    last_archived = max(
+        p for f in archive.archive_files(root, "k-grr") for p in archive.read_file(f.path).positions
+    )
+    assert len(fresh) == 3 and min(p for p, _ in fresh) > last_archived
+    again = archive.export_archive(store, root, day=lambda: "2026-11-26")
+    assert again.rows == 3  # the new reports are archived, not skipped
+
+
 # ------------------------------------------------------------------------------------------------ export
 
 
