@@ -50,6 +50,12 @@ def _rate(run: Callable[[], object], units: int, seconds: float) -> float:
             return units / best
 
 
+def _encoder_input(domain: Any, index: int) -> Any:
+    """What an encoder takes for ``index``: the label, or the integer (spelt out so that the script also
+    runs on trees from before ``Domain.value``, for paired before/after runs)."""
+    return domain.labels[index] if domain.labels is not None else index
+
+
 def _show(what: str, rate: float, unit: str = "reports/s") -> None:
     print(f"{what}: {rate:,.1f} {unit}", flush=True)
 
@@ -103,7 +109,7 @@ def main() -> None:
         inputs = (
             [[v] for v in values.tolist()]
             if name.startswith("set-valued")
-            else [params.domain.value(v) for v in values.tolist()]
+            else [_encoder_input(params.domain, v) for v in values.tolist()]
         )
 
         def encode_all(encode: Callable[[Any], Any] = encode, inputs: list[Any] = inputs) -> None:

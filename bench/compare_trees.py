@@ -12,11 +12,15 @@ is faster. Per figure: the median over the rounds of the pairwise ratios.
 
     .venv/bin/python bench/compare_trees.py --before ../wt/pre-registry --after . --rounds 5 \
         -- bench/bench_rr_grr.py -- bench/bench_rappor.py --quick
+
+With ``--shared-script``, both trees run the AFTER tree's benchmark script (for scripts that exist only
+there and reach the code through public imports), with ``PYTHONPATH`` set to the tree being measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -54,21 +58,30 @@ def _figures(text: str) -> dict[tuple[str, int], tuple[float, str]]:
     return out
 
 
-def _run(tree: Path, argv: list[str], timeout: float) -> str:
+def _run(tree: Path, argv: list[str], timeout: float, script_tree: Path | None = None) -> str:
+    """Run ``argv`` with ``tree``'s Python in ``tree``; with ``script_tree``, run that tree's script file
+    instead, importing the code of ``tree`` (``PYTHONPATH``)."""
     python = tree / ".venv" / "bin" / "python"
+    env = dict(os.environ)
+    if script_tree is not None:
+        argv = [str(script_tree / argv[0]), *argv[1:]]
+        env["PYTHONPATH"] = str(tree)
     done = subprocess.run(
-        [str(python), *argv], cwd=tree, capture_output=True, text=True, timeout=timeout, check=False
+        [str(python), *argv], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     if done.returncode != 0:
         raise SystemExit(f"{tree}: {' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]}")
     return done.stdout + done.stderr
 
 
-def compare(before: Path, after: Path, argv: list[str], rounds: int, timeout: float) -> list[str]:
+def compare(
+    before: Path, after: Path, argv: list[str], rounds: int, timeout: float, shared_script: bool = False
+) -> list[str]:
     ratios: dict[tuple[str, int], list[float]] = {}
+    script_tree = after if shared_script else None
     for _ in range(rounds):
-        old = _figures(_run(before, argv, timeout))
-        new = _figures(_run(after, argv, timeout))
+        old = _figures(_run(before, argv, timeout, script_tree))
+        new = _figures(_run(after, argv, timeout, script_tree))
         for key, (value, direction) in new.items():
             if key in old and old[key][1] == direction:
                 r = value / old[key][0] if direction == "higher" else old[key][0] / value
@@ -89,6 +102,9 @@ def main() -> None:
     parser.add_argument("--after", type=Path, required=True, help="tree after (with .venv)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per benchmark run")
+    parser.add_argument(
+        "--shared-script", action="store_true", help="run the after tree's script in both trees"
+    )
     parser.add_argument("commands", nargs=argparse.REMAINDER, help="-- SCRIPT ARGS [-- SCRIPT ARGS ...]")
     args = parser.parse_args()
     groups: list[list[str]] = [[]]
@@ -102,7 +118,9 @@ def main() -> None:
     if not groups:
         parser.error("no benchmark command given (after --)")
     for argv in groups:
-        for line in compare(args.before.resolve(), args.after.resolve(), argv, args.rounds, args.timeout):
+        for line in compare(
+            args.before.resolve(), args.after.resolve(), argv, args.rounds, args.timeout, args.shared_script
+        ):
             print(line, flush=True)
     sys.exit(0)
 

@@ -88,6 +88,23 @@ def run_cmd(
     json_out: JsonOutOpt = None,
     plot: PlotOpt = None,
     show_items: Annotated[int, typer.Option("--show-items", help="Items shown in the table.")] = 20,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="report mode: encode partitions of users on a Dask cluster (a LocalCluster of --workers"
+            " processes, or --scheduler).",
+        ),
+    ] = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            envvar="LDP_DASK_SCHEDULER",
+            help="With --cluster: a running Dask scheduler, tcp://HOST:PORT.",
+            show_default="a LocalCluster",
+        ),
+    ] = None,
 ) -> None:
     """Simulate one configuration: metrics table, per-item estimates, optional JSON and PNG."""
     from simulations.report import items_table, metrics_table, run_header_table, run_to_dict
@@ -103,6 +120,7 @@ def run_cmd(
                 ("--candidates", candidates is not None),
                 ("--epsilon", epsilon is not None),
                 ("--plot", plot is not None),
+                ("--cluster", cluster),
             )
             if given
         ]
@@ -144,12 +162,22 @@ def run_cmd(
         access=access,
         reporter_access=reporter_access,
     )
+    if scheduler is not None and not cluster:
+        _fail("invalid --scheduler: only with --cluster")
+    if cluster and (config.mode != "report" or is_numeric_mechanism(config.mechanism)):
+        _fail(
+            f"invalid --cluster: for frequency mechanisms with --mode report (every report encoded), not"
+            f" {config.mechanism} with --mode {config.mode}"
+        )
     if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
         _run_numeric(config, as_json, json_out, plot, show_items)
         return
     try:
-        with _progress(config.n_users * config.repeats, show=config.mode != "sum") as progress:
-            result = simulate(config, progress=progress)
+        if cluster:
+            result = _simulate_on_cluster(config, scheduler, workers)
+        else:
+            with _progress(config.n_users * config.repeats, show=config.mode != "sum") as progress:
+                result = simulate(config, progress=progress)
     except InvalidParameterError as exc:
         _bad_option(exc)
     except LdpError as exc:
@@ -166,6 +194,18 @@ def run_cmd(
         from simulations.plots import plot_run
 
         _write(lambda: plot_run(result, plot), "--plot", plot)
+
+
+def _simulate_on_cluster(config: SimulationConfig, scheduler: str | None, workers: int) -> Any:
+    """``run --cluster``: the report runner's partitions on Dask (:mod:`simulations.cluster`)."""
+    from ldp_aggregator.reduce import ClusterError, dask_client
+    from simulations.cluster import simulate_on_cluster
+
+    try:
+        with dask_client(scheduler, workers=workers) as client:
+            return simulate_on_cluster(config, client)
+    except ClusterError as exc:
+        _fail(str(exc))
 
 
 def _run_numeric(

@@ -373,6 +373,41 @@ class Store(GroupCommitWriter):
             if len(rows) < _RAW_CHUNK_ROWS:
                 return
 
+    def iter_raw_batches(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
+        """Committed raw payloads of the campaign after ``after_position``, as ``(position, payload)``.
+
+        In ingest (commit) order, lazily, in short read transactions like :meth:`raw_payloads`. A position
+        is a positive integer that grows with every row stored (the row's rowid), so a reader that keeps
+        the last position it saw resumes with ``after_position`` = that position and gets only what was
+        committed since (the report archive's incremental export). ``after_position=0`` reads from the
+        start. Purged rows are gone; the positions of the others do not change.
+
+        Raises:
+            CampaignNotFoundError: No such campaign (raised at call time, not on first ``next``).
+            InvalidParameterError: ``after_position`` is not an integer >= 0.
+        """
+        if isinstance(after_position, bool) or not isinstance(after_position, int) or after_position < 0:
+            raise InvalidParameterError("after_position", after_position, "an integer >= 0")
+        self.get_campaign(campaign_id)
+        return self._iter_positions(campaign_id, after_position)
+
+    def _iter_positions(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
+        if not self._has_raw_table:
+            return
+        last = after_position
+        while True:
+            with self._reader() as conn:
+                rows = conn.execute(
+                    "SELECT rowid, payload FROM raw_reports WHERE campaign_id = ? AND rowid > ?"
+                    " ORDER BY rowid LIMIT ?",
+                    (campaign_id, last, _RAW_CHUNK_ROWS),
+                ).fetchall()
+            for rowid, payload in rows:
+                last = int(rowid)
+                yield last, bytes(payload)
+            if len(rows) < _RAW_CHUNK_ROWS:
+                return
+
     def purge_raw(self, older_than_unix_ms: int) -> int:
         """Delete raw payloads of batches received before ``older_than_unix_ms``; returns rows deleted.
 
@@ -443,7 +478,7 @@ class Store(GroupCommitWriter):
                 # In the same transaction as the version bump, so a crash leaves either the complete old
                 # file or the complete new one.
                 _log.info("migrating %s from schema_version %s to %d", where, found, SCHEMA_VERSION)
-                migrate_to_current(conn, tables, where)
+                migrate_to_current(conn, tables, where, found)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             if self._retain_raw:
                 for stmt in RAW_SCHEMA:

@@ -34,11 +34,11 @@ __all__ = [
 # The store's modules log under the package's name, as the single module did.
 _log = logging.getLogger("ldp_aggregator.store")
 
-#: Version of the on-disk schema this code writes. Version 1 and 2 files are migrated in place when a
+#: Version of the on-disk schema this code writes. Version 1, 2 and 3 files are migrated in place when a
 #: writable Store opens them (read as they are when opened read-only); others are refused.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Older schema versions this code can migrate from (and read without migrating).
-MIGRATABLE_VERSIONS: Final = frozenset({"1", "2"})
+MIGRATABLE_VERSIONS: Final = frozenset({"1", "2", "3"})
 # SQLite allows 32766 bound parameters per statement (since 3.32); stay far below for IN (...) lists.
 IN_LIST_CHUNK: Final = 500
 
@@ -85,9 +85,13 @@ TOKENS_SCHEMA: Final = """CREATE TABLE tokens (
 AUTH_REQUIRED_KEY: Final = "auth_required"
 # Before schema 3 a single report was stored under "r:" + report_id.
 _LEGACY_REPORT_PREFIX: Final = "r:"
-# Created only when raw retention is on. A rowid table (payloads can be large) read in insertion order.
+# Created only when raw retention is on. Read in insertion order by ``position``. Schema 4 made the
+# position an AUTOINCREMENT key: a plain rowid is reused after the newest rows are deleted (a purge that
+# empties the table) and may be renumbered by VACUUM, and the report archive resumes its export after the
+# last position it saw, so a reused or renumbered position would silently skip reports.
 RAW_SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS raw_reports (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
         campaign_id TEXT NOT NULL,
         batch_id TEXT NOT NULL,
         payload BLOB NOT NULL
@@ -100,7 +104,10 @@ PURGE_RAW_SQL: Final = (
     " ON b.campaign_id = r.campaign_id AND b.batch_id = r.batch_id"
     " WHERE b.received_unix_ms < ?)"
 )
-KNOWN_TABLES: Final = frozenset({"meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens"})
+# sqlite_sequence is SQLite's own table of AUTOINCREMENT high-water marks (raw_reports.position).
+KNOWN_TABLES: Final = frozenset(
+    {"meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens", "sqlite_sequence"}
+)
 
 
 def check_version(conn: sqlite3.Connection, tables: set[str], where: str) -> str:
@@ -127,23 +134,41 @@ def check_version(conn: sqlite3.Connection, tables: set[str], where: str) -> str
 # ---------------------------------------------------------------------------------------------- migration
 
 
-def migrate_to_current(conn: sqlite3.Connection, tables: set[str], where: str) -> None:
-    """Bring a schema 1 or 2 file to the current version (inside the caller's transaction)."""
-    if "tokens" not in tables:  # 1 -> 2
-        conn.execute(TOKENS_SCHEMA)
-    else:  # 2 -> 3: token scopes; a file that ever had a token keeps authentication on
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(tokens)")}
-        if "campaigns" not in columns:
-            conn.execute("ALTER TABLE tokens ADD COLUMN campaigns TEXT")
-        if conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None:
-            set_auth_required(conn)
-    renamed, aliased = _migrate_report_keys(conn, has_raw="raw_reports" in tables)
-    if renamed or aliased:
-        _log.info(
-            "%s: %d single report(s) moved from 'r:<report id>' to '<report id>'; %d key(s) without a"
-            " retained payload kept under both spellings (a retry of either is a duplicate)",
-            where, renamed, aliased,
-        )  # fmt: skip
+def migrate_to_current(conn: sqlite3.Connection, tables: set[str], where: str, found: str) -> None:
+    """Bring a schema ``found`` (1, 2 or 3) file to the current version (inside the caller's transaction).
+
+    Each step runs only for files older than the version that introduced it: a schema 3 batch id that
+    happens to start with "r:" is a real batch id, not a legacy single-report key.
+    """
+    version = int(found)
+    if version < 3:
+        if "tokens" not in tables:  # 1 -> 2
+            conn.execute(TOKENS_SCHEMA)
+        else:  # 2 -> 3: token scopes; a file that ever had a token keeps authentication on
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(tokens)")}
+            if "campaigns" not in columns:
+                conn.execute("ALTER TABLE tokens ADD COLUMN campaigns TEXT")
+            if conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None:
+                set_auth_required(conn)
+        renamed, aliased = _migrate_report_keys(conn, has_raw="raw_reports" in tables)
+        if renamed or aliased:
+            _log.info(
+                "%s: %d single report(s) moved from 'r:<report id>' to '<report id>'; %d key(s) without a"
+                " retained payload kept under both spellings (a retry of either is a duplicate)",
+                where, renamed, aliased,
+            )  # fmt: skip
+    if "raw_reports" in tables:  # 3 -> 4: a stable position (see RAW_SCHEMA), rows and positions kept
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(raw_reports)")}
+        if "position" not in columns:
+            conn.execute("DROP INDEX IF EXISTS raw_reports_by_campaign")
+            conn.execute("ALTER TABLE raw_reports RENAME TO raw_reports_v3")
+            for statement in RAW_SCHEMA:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO raw_reports (position, campaign_id, batch_id, payload)"
+                " SELECT rowid, campaign_id, batch_id, payload FROM raw_reports_v3 ORDER BY rowid"
+            )
+            conn.execute("DROP TABLE raw_reports_v3")
 
 
 def _proto_string_field_2(payload: bytes) -> str | None:

@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ldp_aggregator import accumulators as acc_mod
+from ldp_aggregator import bit_accumulator as acc_mod  # its tuning constants, set small below
 from ldp_aggregator.accumulators import (
     BitCountAccumulator,
     BitRows,

@@ -753,7 +753,12 @@ def test_nothing_identifying_is_stored_or_logged(auth: AuthServer) -> None:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         columns = {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
     assert columns["batches"] == ["campaign_id", "batch_id", "n_reports", "received_unix_ms"]
-    assert columns["raw_reports"] == ["campaign_id", "batch_id", "payload"]
+    assert columns["raw_reports"] == [
+        "position",
+        "campaign_id",
+        "batch_id",
+        "payload",
+    ]  # position: ingest order
     # The tokens table is never joined with reports: no report table has a token column.
     for table in ("batches", "raw_reports", "accumulators", "campaigns"):
         assert not any("token" in c for c in columns[table])

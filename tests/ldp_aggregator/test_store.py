@@ -529,9 +529,12 @@ def test_schema_has_no_ip_or_client_identifier_columns(store: Store, db: Path) -
     with sqlite3.connect(db) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         columns = {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
-    assert set(columns) == {"meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens"}
+    # sqlite_sequence: SQLite's own AUTOINCREMENT high-water marks (name, seq) for raw_reports.position.
+    assert set(columns) == {
+        "meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens", "sqlite_sequence"
+    }  # fmt: skip
     assert columns["batches"] == ["campaign_id", "batch_id", "n_reports", "received_unix_ms"]
-    assert columns["raw_reports"] == ["campaign_id", "batch_id", "payload"]
+    assert columns["raw_reports"] == ["position", "campaign_id", "batch_id", "payload"]
     forbidden = ("ip", "addr", "host", "peer", "client", "device", "user", "install", "session", "agent")
     for table, cols in columns.items():
         for col in cols:
@@ -771,7 +774,9 @@ def test_schema_2_report_keys_move_to_the_plain_report_id(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         raw_keys = sorted(r[0] for r in conn.execute("SELECT batch_id FROM raw_reports"))
         assert raw_keys == ["q1", "r:b1", "r:three", "r:x", "x"]
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -803,3 +808,39 @@ def test_proto_id_field_walk() -> None:
     assert _proto_string_field_2(b"") is None
     assert _proto_string_field_2(b"\x12\x05ab") is None  # truncated: not a valid string
     assert _proto_string_field_2(b"\x0b") is None  # a group: not ours
+
+
+def test_schema_3_raw_rows_keep_their_positions_and_batch_ids(db: Path) -> None:
+    """3 -> 4 gives raw_reports a stable AUTOINCREMENT position: rows, order and positions are kept, and a
+    schema 3 batch whose id starts with 'r:' is a real batch id (the 2 -> 3 key move does not run)."""
+    with open_store(db) as s:
+        s.create_campaign(record("a"))
+        for batch_id in ("b1", "r:b2", "b3"):
+            submit(s, "a", batch_id, n=1, payload=_batch_payload(batch_id)).result(10)
+    with sqlite3.connect(db) as conn:  # what schema 3 wrote: a plain rowid table, a gap in the rowids
+        conn.execute("DELETE FROM raw_reports WHERE batch_id = 'b1'")
+        rows = conn.execute(
+            "SELECT rowid, campaign_id, batch_id, payload FROM raw_reports ORDER BY rowid"
+        ).fetchall()
+        conn.execute("DROP TABLE raw_reports")
+        conn.execute("DELETE FROM sqlite_sequence")
+        conn.execute(
+            "CREATE TABLE raw_reports (campaign_id TEXT NOT NULL, batch_id TEXT NOT NULL,"
+            " payload BLOB NOT NULL)"
+        )
+        conn.executemany(
+            "INSERT INTO raw_reports (rowid, campaign_id, batch_id, payload) VALUES (?, ?, ?, ?)", rows
+        )
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with open_store(db) as s:
+        assert [(p, payload) for p, payload in s.iter_raw_batches("a", 0)] == [(r[0], r[3]) for r in rows]
+        assert s.has_batch("a", "r:b2") and not s.has_batch("a", "b2")
+        s.purge_raw(2**62)
+        submit(s, "a", "b4", n=1, payload=_batch_payload("b4")).result(10)
+        ((position, _),) = list(s.iter_raw_batches("a", 0))
+        assert position > rows[-1][0]  # never reused after the purge
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

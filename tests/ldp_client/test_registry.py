@@ -120,10 +120,10 @@ FAMILY_MEMBERS = {"rappor", "basic_rappor", "boolean_rappor", "basic_bits", "boo
 FACADES = (
     "ldp_client/wire.py",
     "ldp_client/_journal_rows.py",
-    "ldp_client/reporter.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ldp_client" / "reporter").glob("*.py")),
     "ldp_aggregator/accumulators.py",
     "ldp_aggregator/analysis.py",
-    "simulations/runners.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "simulations" / "runners").glob("*.py")),
     "simulations/metrics.py",
 )
 

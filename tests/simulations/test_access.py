@@ -178,7 +178,7 @@ def test_grpc_run_over_mutual_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         result = _sim(*GRR, "--grpc-client", "reporter", "--server", target, *client, "--json", env=env)
         assert result.exit_code == 0, result.output  # every user's report counted (the runner checks)
         assert server.aggregator is not None and len(server.aggregator.store.list_campaigns()) == 1
-        monkeypatch.setattr("simulations.runners._CONNECT_TIMEOUT_S", 0.5)
+        monkeypatch.setattr("simulations.runners.grpc_runner._CONNECT_TIMEOUT_S", 0.5)
         tokens = {"LDP_TOKEN": admin, "LDP_REPORTER_TOKEN": reporter}
         result = _sim(*GRR, "--server", target, env=tokens)  # plaintext to a TLS server
         line = _error_line(result.output)

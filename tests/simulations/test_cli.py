@@ -279,7 +279,7 @@ def test_json_goes_to_stdout_and_json_out_to_a_file(tmp_path: Path) -> None:
 
 
 def test_exit_codes_unreachable_and_internal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("simulations.runners._CONNECT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("simulations.runners.grpc_runner._CONNECT_TIMEOUT_S", 0.2)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = f"127.0.0.1:{s.getsockname()[1]}"

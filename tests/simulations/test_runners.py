@@ -349,7 +349,7 @@ def test_grpc_runner_reporter_client_with_external_server(tmp_path: Path) -> Non
 
 
 def test_grpc_runner_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runners, "_CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(runners.grpc_runner, "_CONNECT_TIMEOUT_S", 0.5)
     with pytest.raises(SimulationError, match="cannot connect"):
         simulate(_cfg("grr", mode="grpc", n_users=10, server="127.0.0.1:1"))
 
