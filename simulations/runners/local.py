@@ -21,6 +21,7 @@ from simulations.runners.prepare import PreparedSimulation
 from simulations.runners.results import _estimate, _Outcome
 
 if TYPE_CHECKING:
+    from ldp_aggregator.accumulators import Accumulator
     from ldp_client.spec import SumSampler
 
 # ------------------------------------------------------------------------------------------- sum runner
@@ -64,14 +65,18 @@ def _encode_columns(
     return spec.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
 
 
-def _report_repeat(
-    prep: PreparedSimulation, rng: np.random.Generator, progress: ProgressFn | None
-) -> _Outcome:
+def _accumulate(
+    prep: PreparedSimulation, n_users: int, rng: np.random.Generator, progress: ProgressFn | None = None
+) -> tuple[Accumulator, NDArray[np.int64]]:
+    """``n_users`` users drawn, encoded and added as the server adds a batch: (accumulator, value counts).
+
+    The report runner's one repeat, and one partition of a run on a cluster (:mod:`simulations.cluster`).
+    """
     cfg = prep.config
     d = prep.domain_size
     acc = accumulator_for(prep.params)
     counts = np.zeros(d, dtype=np.int64)
-    for values in prep.population.iter_values(cfg.n_users, d, rng, chunk_size=cfg.chunk_size):
+    for values in prep.population.iter_values(n_users, d, rng, chunk_size=cfg.chunk_size):
         counts += np.bincount(values, minlength=d)
         columns = _encode_columns(
             prep.params, values, rng, campaign_id=cfg.campaign_id, labels=prep.value_labels
@@ -79,6 +84,13 @@ def _report_repeat(
         add_columns(acc, prep.params, columns)
         if progress is not None:
             progress(int(values.size))
+    return acc, counts
+
+
+def _report_repeat(
+    prep: PreparedSimulation, rng: np.random.Generator, progress: ProgressFn | None
+) -> _Outcome:
+    acc, counts = _accumulate(prep, prep.config.n_users, rng, progress)
     return _estimate(prep, acc, prep.item_truth(counts))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from statistics import NormalDist
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,11 +14,8 @@ from simulations.metrics import compute_metrics
 from simulations.runners.config import ProgressFn, SimulationConfig, _decodes_candidates
 from simulations.runners.grpc_runner import _run_grpc
 from simulations.runners.local import _run_report, _run_sum
-from simulations.runners.prepare import prepare
-from simulations.runners.results import SimulationResult
-
-if TYPE_CHECKING:
-    pass
+from simulations.runners.prepare import PreparedSimulation, prepare
+from simulations.runners.results import SimulationResult, _Outcome
 
 # ------------------------------------------------------------------------------------------- simulate
 
@@ -44,6 +41,12 @@ def simulate(config: SimulationConfig, *, progress: ProgressFn | None = None) ->
     seeds = np.random.SeedSequence(config.seed).spawn(config.repeats)
     runner = {"sum": _run_sum, "report": _run_report, "grpc": _run_grpc}[config.mode]
     outcomes = runner(prep, seeds, progress)
+    return _gather(prep, outcomes, time.perf_counter() - t0)
+
+
+def _gather(prep: PreparedSimulation, outcomes: list[_Outcome], elapsed_s: float) -> SimulationResult:
+    """The repeats' outcomes stacked, compared with the truth (metrics) and returned as the result."""
+    config = prep.config
     truth = np.stack([o.truth for o in outcomes])
     est = np.stack([o.count for o in outcomes])
     se = np.stack([o.std_error for o in outcomes])
@@ -80,5 +83,5 @@ def simulate(config: SimulationConfig, *, progress: ProgressFn | None = None) ->
         detected=detected,
         detection_z=z,
         metrics=metrics,
-        elapsed_s=time.perf_counter() - t0,
+        elapsed_s=elapsed_s,
     )
