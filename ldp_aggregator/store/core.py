@@ -196,6 +196,11 @@ class Store(GroupCommitWriter):
         """Whether raw payloads are kept."""
         return self._retain_raw
 
+    @property
+    def location(self) -> str:
+        """The database file, as a string (for messages and logs)."""
+        return str(self._path)
+
     def __enter__(self) -> Self:
         return self
 
