@@ -65,6 +65,9 @@ def check_url(url: object, field: str = "store") -> str:
         raise InvalidParameterError(field, redact(url), f"{allowed} ({redact(reason)})") from None
     if not params.get("dbname"):
         raise InvalidParameterError(field, redact(url), f"{allowed}: the URL names no database")
+    ports = str(params.get("port") or "").split(",")
+    if any(p and not (p.isdigit() and 0 < int(p) < 65536) for p in ports):
+        raise InvalidParameterError(field, redact(url), f"{allowed}: a port is a number in 1..65535")
     return url
 
 

@@ -197,8 +197,12 @@ class PostgresStore:
         self._wconn: psycopg.Connection | None = None
         self._writer: threading.Thread | None = None
 
-        with self._pool.connection("open the store") as conn:
-            ensure_schema(conn, self._where, create=not read_only)
+        try:
+            with self._pool.connection("open the store") as conn:
+                ensure_schema(conn, self._where, create=not read_only)
+        except BaseException:
+            self._pool.close()
+            raise
         if not read_only:
             self._writer = threading.Thread(
                 target=self._writer_main, name=f"ldp-store-writer:{self._location}", daemon=True

@@ -146,18 +146,20 @@ def ensure_schema(conn: psycopg.Connection, where: str, *, create: bool = True) 
 
     Raises:
         StoreSchemaError: Foreign or newer tables.
-        StoreUnavailableError: ``create`` is False and there are no tables.
+        InvalidParameterError: ``create`` is False and there are no tables (nothing to read or change).
     """
-    from ldp_client.errors import StoreUnavailableError
+    from ldp_client.errors import InvalidParameterError
 
     with conn.transaction():
         conn.execute(_LOCK_SQL)
         tables = existing_tables(conn)
         if not tables:
             if not create:
-                raise StoreUnavailableError(
-                    f"{where} holds no ldp-aggregator tables: start `ldp-aggregator serve --store URL`"
-                    " (or create a token) once to create them"
+                raise InvalidParameterError(
+                    "store",
+                    where,
+                    "a database holding ldp-aggregator tables (this one has none: `ldp-aggregator serve"
+                    " --store URL` or `token create --store URL` creates them)",
                 )
             for stmt in TABLES:
                 conn.execute(stmt)
