@@ -121,7 +121,8 @@ def stored_counts(target: str) -> tuple[NDArray[np.int64], int]:
 
 
 class FailoverClient(threading.Thread):
-    """One client: batches in order to its home replica, each resent to the others until acknowledged.
+    """One client: batches in order to its home replica, each resent to the others until acknowledged
+    (the replica that answered becomes its home, as a load balancer drops a dead backend).
 
     Args:
         targets: Every replica's address (the list may be changed while running: a restarted replica).
@@ -144,6 +145,7 @@ class FailoverClient(threading.Thread):
         super().__init__(daemon=True)
         self.targets = list(targets)
         self.home = home
+        self.first_home = home
         self.round = round_
         self.worker = worker
         self.stop_event = stop
@@ -178,6 +180,7 @@ class FailoverClient(threading.Thread):
                 channels[target] = grpc.insecure_channel(target)
             try:
                 collector_pb2_grpc.CollectorStub(channels[target]).Submit(msg, timeout=10)
+                self.home = k % len(self.targets)  # stay with the replica that answered
                 return True
             except grpc.RpcError as exc:
                 code = exc.code().name  # type: ignore[attr-defined]
