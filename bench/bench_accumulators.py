@@ -88,7 +88,7 @@ def bench_rappor_candidates(
         member[rows, pos[:, j, :]] = 1  # a bit hit by two hashes is set once
         t[j] = per_cohort[:, j] @ member
     N = per_cohort.sum(axis=0)
-    ones = rng.binomial(t, params.q_star) + rng.binomial(N[:, None] - t, params.p_star)
+    ones = rng.binomial(t, params.prob_one_if_set) + rng.binomial(N[:, None] - t, params.prob_one_if_clear)
     acc = BitCountAccumulator(N, ones)
     dt = best_of(
         lambda: estimate_rappor_candidates(params, acc, campaign_id="bench", candidates=cands), repeat

@@ -413,7 +413,7 @@ def bound(args: argparse.Namespace) -> None:
     lambdas = np.linspace(0.0, 0.01, 401)
     for k in (int(x) for x in args.ks.split(",")):
         params = RapporParams(k=k, h=2, m=128, f=f, p=p, q=q)
-        ps, qs = params.p_star, params.q_star
+        ps, qs = params.prob_one_if_clear, params.prob_one_if_set
         rng = np.random.default_rng([k, 78])
         t0 = time.perf_counter()
         risk: list[float] = []  # posterior expected TV of the median rule

@@ -84,7 +84,7 @@ def decode_reference_style(
     k = params.k
     n_j = np.asarray(cohort_reports, dtype=float)
     used = n_j > 0
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     X = _design_matrix(rappor_design(params, campaign_id, candidates), k, used).tocsr()
     rows = np.flatnonzero(np.repeat(used, k))

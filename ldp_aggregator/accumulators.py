@@ -8,10 +8,10 @@ A mechanism registered in :mod:`ldp_client.registry` names its accumulator by *l
 (:class:`ldp_client.spec.Layout`): :data:`LAYOUT_ACCUMULATORS` maps the layout kind to the class
 (``counts`` -> :class:`CountAccumulator`, ``bits`` -> :class:`BitCountAccumulator`, ``support`` ->
 :class:`~ldp_aggregator.support.SupportCountAccumulator`, ``moments`` ->
-:class:`~ldp_aggregator.moments.MeanAccumulator`), and every function below creates, checks and
-feeds such a campaign's accumulator through that table and the spec (``spec.layout(params)``,
-``spec.layout_batch(params, columns)``), never by mechanism. Mechanisms not yet registered are still handled
-by the older code below the registry lookup of each function. The two layouts defined here:
+:class:`~ldp_aggregator.moments.MeanAccumulator`, ``paired`` ->
+:class:`~ldp_aggregator.paired_accumulator.PairedAccumulator`), and every function below creates, checks and
+feeds a campaign's accumulator through that table and the spec (``spec.layout(params)``,
+``spec.layout_batch(params, columns)``), never by mechanism. The two layouts defined here:
 
 - :class:`CountAccumulator`: how many reports took each value. Binary RR uses size 2 (index 0 = "no",
   1 = "yes"); GRR uses the domain size d.
@@ -47,27 +47,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast
 
 import numpy as np
 
+from ldp_aggregator.accumulator_errors import CorruptAccumulatorError
 from ldp_aggregator.moments import MEAN_MAGIC, MeanAccumulator
-from ldp_aggregator.paired_accumulator import (
-    PAIRED_MAGIC,
-    PairedAccumulator,
-    _joint_shape,
-    check_paired,
-    paired_accumulator_for,
-)
+from ldp_aggregator.paired_accumulator import PAIRED_MAGIC, PairedAccumulator
 from ldp_aggregator.support import SUPPORT_MAGIC, SupportCountAccumulator
 from ldp_client import registry
-from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
-from ldp_client.params import (
-    MAX_COHORTS,
-    MAX_DOMAIN_SIZE,
-    MAX_RAPPOR_BITS,
-    BasicRapporParams,
-    BooleanRapporParams,
-    PairedParams,
-    RapporParams,
-    UnportedParams,
-)
+from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.params import MAX_COHORTS, MAX_DOMAIN_SIZE, MAX_RAPPOR_BITS
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -80,6 +66,7 @@ __all__ = [
     "Accumulator",
     "BitCountAccumulator",
     "BitRows",
+    "CompositeAccumulator",
     "CorruptAccumulatorError",
     "CountAccumulator",
     "LayoutAccumulator",
@@ -112,20 +99,6 @@ _CHUNK_ELEMENTS = 1 << 18
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
     np.int64
 )
-
-
-class CorruptAccumulatorError(LdpError, ValueError):
-    """Serialized accumulator bytes are truncated, corrupted, or of an unknown format or version.
-
-    Raised by ``from_bytes``; like the other validation errors it names the field, the offending value
-    and what is allowed. (Stored state failing to decode is a data-loss condition, not a bad request.)
-    """
-
-    def __init__(self, field: str, value: object, allowed: str) -> None:
-        self.field = field
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"accumulator bytes: {field}={value!r} is invalid: allowed {allowed}")
 
 
 def _as_int64_vector(name: str, values: Any, length: int | None = None) -> NDArray[np.int64]:
@@ -713,9 +686,17 @@ class LayoutAccumulator(Protocol):
 
 LAYOUT_ACCUMULATORS: Final[dict[str, type[LayoutAccumulator]]] = {
     cls.layout_kind: cls
-    for cls in (CountAccumulator, BitCountAccumulator, SupportCountAccumulator, MeanAccumulator)
+    for cls in (
+        CountAccumulator,
+        BitCountAccumulator,
+        SupportCountAccumulator,
+        MeanAccumulator,
+        PairedAccumulator,
+    )
 }
-"""The accumulator class of each layout kind (:class:`ldp_client.spec.Layout`)."""
+"""The accumulator class of each layout kind (:class:`ldp_client.spec.Layout`). A composite layout (with
+``parts``: ``paired``) is made of its parts' accumulators (:func:`_empty`), and its class shows them as
+``layout_parts``."""
 
 
 def _layout_class(layout: Layout) -> type[LayoutAccumulator]:
@@ -725,141 +706,91 @@ def _layout_class(layout: Layout) -> type[LayoutAccumulator]:
     return cls
 
 
+class CompositeAccumulator(LayoutAccumulator, Protocol):
+    """A composite layout's accumulator (``Layout.parts``): made of its parts' accumulators."""
+
+    @classmethod
+    def of_parts(cls, parts: tuple[Any, ...], shape: tuple[int, ...]) -> Self: ...
+
+    @property
+    def layout_parts(self) -> tuple[Any, ...]: ...
+
+
+def _empty(layout: Layout) -> LayoutAccumulator:
+    """The empty accumulator of a layout (of its parts' empty accumulators, for a composite layout)."""
+    cls = _layout_class(layout)
+    if layout.parts:
+        composite = cast("type[CompositeAccumulator]", cls)
+        return composite.of_parts(tuple(_empty(part) for part in layout.parts), layout.shape)
+    return cls.of_shape(layout.shape)
+
+
+def _matches(acc: object, layout: Layout) -> bool:
+    """``acc`` is the accumulator ``layout`` describes: its class and shape, and its parts' (recursively)."""
+    if not isinstance(acc, _layout_class(layout)) or acc.layout_shape != layout.shape:
+        return False
+    if not layout.parts:
+        return True
+    parts = cast(CompositeAccumulator, acc).layout_parts
+    return len(parts) == len(layout.parts) and all(
+        _matches(part, part_layout) for part, part_layout in zip(parts, layout.parts, strict=True)
+    )
+
+
 def accumulator_from_bytes(data: bytes | bytearray | memoryview) -> Accumulator:
-    """Decode either accumulator kind from :meth:`CountAccumulator.to_bytes`/``BitCountAccumulator``."""
+    """Decode any accumulator from its ``to_bytes`` (the format is told by its magic bytes)."""
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == MEAN_MAGIC:
         return MeanAccumulator.from_bytes(data)
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == SUPPORT_MAGIC:
         return SupportCountAccumulator.from_bytes(data)
     if isinstance(data, bytes | bytearray | memoryview) and bytes(data[:4]) == PAIRED_MAGIC:  # issue 5
-        return PairedAccumulator.from_bytes(data)
+        return PairedAccumulator.from_bytes(data, accumulator_from_bytes)
     kind, _, _ = _unframe(data)
     if kind == _KIND_COUNTS:
         return CountAccumulator.from_bytes(data)
     return BitCountAccumulator.from_bytes(data)
 
 
-def _expected_shape(params: MechanismParams) -> tuple[type[Accumulator], tuple[int, ...]]:
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism (e.g. grr as a set-valued campaign's inner oracle)
-        layout = spec.layout(params)
-        return cast("type[Accumulator]", _layout_class(layout)), layout.shape
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, RapporParams):
-        return BitCountAccumulator, (params.m, params.k)
-    if isinstance(params, BasicRapporParams):
-        return BitCountAccumulator, (1, params.k)
-    if isinstance(params, BooleanRapporParams):
-        return BitCountAccumulator, (1, 1)
-    raise InvalidReportError(
-        "params",
-        type(params).__name__,
-        "BinaryRRParams, GRRParams, RapporParams, BasicRapporParams, BooleanRapporParams",
-    )
-
-
 def accumulator_for(params: MechanismParams) -> Accumulator:
-    """The empty accumulator for a campaign's mechanism parameters."""
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its layout's accumulator
-        layout = spec.layout(params)
-        return cast(Accumulator, _layout_class(layout).of_shape(layout.shape))
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):  # issue 5: both sides' accumulators (and joint patterns)
-        return paired_accumulator_for(params)
-    cls, shape = _expected_shape(params)
-    if cls is CountAccumulator:
-        return CountAccumulator.zero(shape[0])
-    return BitCountAccumulator.zero(shape[0], shape[1])
+    """The empty accumulator for a campaign's mechanism parameters: its layout's (``spec.layout``)."""
+    return cast(Accumulator, _empty(registry.spec_for(params).layout(params)))
 
 
 def accumulator_nbytes(params: MechanismParams) -> int:
     """About how many bytes a campaign's accumulator takes (in memory and serialized), without building it.
 
-    Its 64-bit counters times 8, plus a small allowance for the headers. The service refuses a campaign
-    whose accumulator would exceed its limit before allocating anything (the largest RAPPOR campaign the
-    parameters allow, k = 4096 and m = 65536, would need 2 GiB).
+    Its layout's ``nbytes``: 64-bit counters times 8, plus a small allowance for the headers (a bound, for
+    a layout whose exact integers grow). The service refuses a campaign whose accumulator would exceed its
+    limit before allocating anything (the largest RAPPOR campaign the parameters allow, k = 4096 and
+    m = 65536, would need 2 GiB).
     """
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its layout says
-        return spec.layout(params).nbytes
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):  # both sides, and their joint pattern counts when kept
-        joint_shape = _joint_shape(params)
-        joint = 0 if joint_shape is None else joint_shape[0] * joint_shape[1]
-        return accumulator_nbytes(params.first) + accumulator_nbytes(params.second) + 8 * joint + 64
-    cls, shape = _expected_shape(params)
-    cells = 1
-    for size in shape:
-        cells *= size
-    if cls is BitCountAccumulator:
-        cells += shape[0]  # reports per cohort
-    return 8 * cells + 64
+    return registry.spec_for(params).layout(params).nbytes
 
 
 def check_matches(acc: Accumulator, params: MechanismParams) -> None:
-    """Raise :class:`InvalidReportError` unless ``acc`` has the kind and shape ``params`` implies."""
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its layout's class and shape
-        layout = spec.layout(params)
-        expected = _layout_class(layout)
-        if isinstance(acc, tuple(LAYOUT_ACCUMULATORS.values())):
-            actual: object = cast(LayoutAccumulator, acc).layout_shape
-            if isinstance(acc, expected) and actual == layout.shape:
-                return
-            value = f"{type(acc).__name__} of shape {actual}"
-        else:  # paired, for a campaign of another layout
-            value = repr(acc)
-        allowed = f"a {expected.__name__} of shape {layout.shape} for mechanism {params.name!r}"
-        raise InvalidReportError("accumulator", value, allowed)
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):  # issue 5
-        check_paired(acc, params)
+    """Raise :class:`InvalidReportError` unless ``acc`` is the accumulator ``params``' layout describes (its
+    class and shape, and its parts', for a composite layout)."""
+    layout = registry.spec_for(params).layout(params)
+    if _matches(acc, layout):
         return
-    cls, shape = _expected_shape(params)
-    if isinstance(acc, MeanAccumulator | PairedAccumulator):  # numeric or paired, for a frequency campaign
-        raise InvalidReportError(
-            "accumulator", repr(acc), f"a {cls.__name__} of shape {shape} for mechanism {params.name!r}"
-        )
-    if isinstance(acc, SupportCountAccumulator):  # issue 6
-        actual = acc.support.shape
-    else:
-        actual = acc.counts.shape if isinstance(acc, CountAccumulator) else acc.ones.shape
-    if not isinstance(acc, cls) or actual != shape:
-        raise InvalidReportError(
-            "accumulator",
-            f"{type(acc).__name__} of shape {actual}",
-            f"a {cls.__name__} of shape {shape} for mechanism {params.name!r}",
-        )
+    if isinstance(acc, tuple(LAYOUT_ACCUMULATORS.values())):
+        value = f"{type(acc).__name__} of shape {cast(LayoutAccumulator, acc).layout_shape}"
+    else:  # not an accumulator at all
+        value = repr(acc)
+    allowed = f"a {_layout_class(layout).__name__} of shape {layout.shape} for mechanism {params.name!r}"
+    raise InvalidReportError("accumulator", value, allowed)
 
 
 def add_columns(acc: Accumulator, params: MechanismParams, columns: Any) -> None:
-    """Add one batch in the contract's columnar format to ``acc`` (in place).
-
-    Column formats by mechanism: rr a bool array (n,) (True = "yes"); grr an integer array (n,) of
-    domain indices; rappor a tuple ``(cohorts, bits)`` with cohorts uint32 (n,) and bits uint8
-    (n, ceil(k/8)); basic-rappor and boolean-rappor a bits array uint8 (n, ceil(k/8)).
+    """Add one batch of decoded columns (``ldp_client.wire``'s contract) to ``acc`` (in place): the layout's
+    standard input (``spec.layout_batch``), added by the layout's class.
 
     Raises:
         InvalidReportError: the accumulator does not belong to ``params``, or the batch is malformed.
     """
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: the layout's standard input, added by the layout's class
-        check_matches(acc, params)
-        cast(LayoutAccumulator, acc).add_batch(spec.layout_batch(params, columns))
-        return
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):  # issue 5: (first columns, second columns)
-        check_paired(acc, params).add_columns(params, columns)
-        return
+    spec = registry.spec_for(params)
     check_matches(acc, params)
-    if isinstance(params, RapporParams):
-        if not isinstance(columns, tuple) or len(columns) != 2:
-            raise InvalidReportError("reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor")
-        cohorts, bits = columns
-        cast(BitCountAccumulator, acc).add_bits(bits, cohorts)
-    else:
-        cast(BitCountAccumulator, acc).add_bits(columns, None)
+    cast(LayoutAccumulator, acc).add_batch(spec.layout_batch(params, columns))
 
 
 def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
@@ -872,27 +803,14 @@ def batch_delta(params: MechanismParams, columns: Any) -> Accumulator | BitRows:
     Raises:
         InvalidReportError: the batch is malformed (as :func:`add_columns`).
     """
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its layout's class makes the increment
-        layout = spec.layout(params)
-        batch = spec.layout_batch(params, columns)
-        return cast("Accumulator | BitRows", _layout_class(layout).delta_of(layout.shape, batch))
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams):
-        _, (m, k) = _expected_shape(params)
-        if isinstance(params, RapporParams):
-            if not isinstance(columns, tuple) or len(columns) != 2:
-                raise InvalidReportError(
-                    "reports", type(columns).__name__, "a (cohorts, bits) tuple for rappor"
-                )
-            cohorts, bits = columns
-        else:
-            cohorts, bits = None, columns
-        if np.shape(bits)[:1] and np.shape(bits)[0] <= _SMALL_BATCH:
-            return BitRows(m, k, bits, cohorts)
-    delta = accumulator_for(params)
-    add_columns(delta, params, columns)
-    return delta
+    spec = registry.spec_for(params)
+    layout = spec.layout(params)
+    batch = spec.layout_batch(params, columns)
+    if layout.parts:  # a composite: an empty one with the batch added
+        empty = _empty(layout)
+        empty.add_batch(batch)
+        return cast(Accumulator, empty)
+    return cast("Accumulator | BitRows", _layout_class(layout).delta_of(layout.shape, batch))
 
 
 def accumulator_from_sums(params: MechanismParams, sums: Any) -> Accumulator:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
@@ -26,7 +26,6 @@ from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_client import registry, wire
 from ldp_client.errors import InvalidParameterError
-from ldp_client.params import PairedParams, RapporParams, UnportedParams
 from ldp_client.spec import Kind, MechanismSpec
 
 __all__ = ["CampaignEstimate", "estimate_campaign", "estimate_to_dict", "estimate_to_proto"]
@@ -76,64 +75,23 @@ def estimate_campaign(
     mechanisms estimate every domain item.
     """
     conf = _check_confidence(confidence)
-    params = info.params
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: what its kind estimates
-        estimate = _ESTIMATE_BY_KIND.get(spec.kind)
-        if estimate is None:
-            kinds = ", ".join(k.value for k in _ESTIMATE_BY_KIND)
-            raise InvalidParameterError(
-                "mechanism", params.name, f"a mechanism of a kind estimated here ({kinds})"
-            )
-        return estimate(spec, info, acc, candidates, conf, population_size)
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    frequencies: FrequencyEstimate | None = None
-    bits: RapporBitEstimate | None = None
+    spec = registry.spec_for(info.params)
+    estimate = _ESTIMATE_BY_KIND.get(spec.kind)
+    if estimate is None:
+        kinds = ", ".join(k.value for k in _ESTIMATE_BY_KIND)
+        raise InvalidParameterError(
+            "mechanism", info.params.name, f"a mechanism of a kind estimated here ({kinds})"
+        )
+    return estimate(spec, info, acc, candidates, conf, population_size)
+
+
+def _no_population(params: Any, population_size: int | None) -> None:
     if population_size:
         raise InvalidParameterError(
             "population_size",
             population_size,
             f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
         )
-    elif isinstance(params, RapporParams):
-        if not isinstance(acc, BitCountAccumulator):
-            raise InvalidParameterError("accumulator", type(acc).__name__, "bit counts for rappor")
-        if acc.n > 0:
-            bits = estimate_rappor_bits(params, acc)
-        if candidates:  # issue 13: checked before the data (the same answer with or without reports)
-            _check_candidates(candidates)
-        chosen = tuple(candidates) or info.candidates
-        if chosen and acc.n > 0:
-            frequencies = estimate_rappor_candidates(
-                params, acc, campaign_id=info.campaign_id, candidates=chosen, confidence=conf
-            )
-    elif isinstance(params, PairedParams):  # issue 5: two variables, for Analyst.EstimateAssociation
-        if candidates:
-            raise InvalidParameterError(
-                "candidates", list(candidates)[:3], "none for paired (use EstimateAssociation)"
-            )
-    else:
-        if candidates:
-            raise InvalidParameterError(
-                "candidates", list(candidates)[:3], f"none for mechanism {params.name}"
-            )
-        if acc.n > 0:
-            frequencies = estimate_frequencies(params, acc, confidence=conf)
-    # Issue 6: consistent (non-negative, summing to the total) versions of a full-domain estimate.
-    extra = (
-        () if frequencies is None or isinstance(params, RapporParams) else postprocess(frequencies, params)
-    )
-    return CampaignEstimate(
-        campaign_id=info.campaign_id,
-        mechanism=params.name,
-        n_reports=acc.n,
-        epsilon=params.epsilon,
-        epsilon_inf=wire.epsilon_inf(params),
-        confidence=conf,
-        frequencies=frequencies,
-        rappor_bits=bits,
-        postprocessed=extra,
-    )
 
 
 def _support_estimate(
@@ -147,12 +105,7 @@ def _support_estimate(
     """Kind SUPPORT: every item's frequency (:func:`estimate_frequencies`), and beside them their Norm-Sub
     and clipped versions; no candidates, no population size."""
     params = info.params
-    if population_size:
-        raise InvalidParameterError(
-            "population_size",
-            population_size,
-            f"0 or unset for mechanism {params.name} (numeric mechanisms only)",
-        )
+    _no_population(params, population_size)
     if candidates:
         raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {params.name}")
     frequencies = estimate_frequencies(params, acc, confidence=confidence) if acc.n > 0 else None
@@ -167,6 +120,45 @@ def _support_estimate(
         rappor_bits=None,
         # Issue 6: consistent (non-negative, summing to the total) versions of a full-domain estimate.
         postprocessed=() if frequencies is None else postprocess(frequencies, params),
+    )
+
+
+def _candidates_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+) -> CampaignEstimate:
+    """Kind RAPPOR: the per-cohort debiased bit counts always, and the candidates' counts (regression)
+    when candidates come with the request or, failing that, with the campaign."""
+    params = info.params
+    _no_population(params, population_size)
+    if not isinstance(acc, BitCountAccumulator):
+        raise InvalidParameterError("accumulator", type(acc).__name__, f"bit counts for {params.name}")
+    bits = estimate_rappor_bits(params, acc) if acc.n > 0 else None  # type: ignore[arg-type]
+    if candidates:  # issue 13: checked before the data (the same answer with or without reports)
+        _check_candidates(candidates)
+    chosen = tuple(candidates) or info.candidates
+    frequencies = None
+    if chosen and acc.n > 0:
+        frequencies = estimate_rappor_candidates(
+            params,  # type: ignore[arg-type]
+            acc,
+            campaign_id=info.campaign_id,
+            candidates=chosen,
+            confidence=confidence,
+        )
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=frequencies,
+        rappor_bits=bits,
     )
 
 
@@ -205,11 +197,43 @@ def _mean_estimate(
     )
 
 
+def _paired_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+) -> CampaignEstimate:
+    """Kind PAIRED: two variables, no per-item frequencies (Analyst.EstimateAssociation estimates them)."""
+    params = info.params
+    _no_population(params, population_size)
+    if candidates:
+        raise InvalidParameterError(
+            "candidates", list(candidates)[:3], "none for paired (use EstimateAssociation)"
+        )
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=None,
+        rappor_bits=None,
+    )
+
+
 _EstimateFn = Callable[
     [MechanismSpec[Any], wire.CampaignInfo, Accumulator, Sequence[str], float, "int | None"], CampaignEstimate
 ]
-# What an analyst gets for a registered mechanism, by its kind (ldp_client.spec.Kind).
-_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {Kind.SUPPORT: _support_estimate, Kind.MEAN: _mean_estimate}
+# What an analyst gets for a mechanism, by its kind (ldp_client.spec.Kind).
+_ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {
+    Kind.SUPPORT: _support_estimate,
+    Kind.RAPPOR: _candidates_estimate,
+    Kind.MEAN: _mean_estimate,
+    Kind.PAIRED: _paired_estimate,
+}
 
 
 def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:

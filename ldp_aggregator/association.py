@@ -52,20 +52,14 @@ import numpy as np
 from ldp_aggregator.estimators import NoReportsError, _check_candidates, normal_quantile, rappor_design
 from ldp_aggregator.paired_accumulator import PairedAccumulator
 from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError
-from ldp_client.params import (
-    BasicRapporParams,
-    BinaryRRParams,
-    BooleanRapporParams,
-    GRRParams,
-    PairedParams,
-    RapporParams,
-)
+from ldp_client.mechanisms.paired import PairedParams, PairedSide, paired_side_id, side_spec
+from ldp_client.mechanisms.rappor.params import RapporParams
+from ldp_client.spec import Kind
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ldp_aggregator._proto.ldp.v1 import decode_pb2
-    from ldp_client.params import PairedSide
 
 __all__ = [
     "DEFAULT_MAX_VALUES",
@@ -163,20 +157,15 @@ class AssociationResult:
 
 
 def _side_values(params: PairedSide) -> tuple[str, ...]:
-    if isinstance(params, BinaryRRParams):
-        return ("no", "yes")
-    if isinstance(params, BooleanRapporParams):
-        return ("false", "true")
-    if isinstance(params, GRRParams | BasicRapporParams):
-        d = params.domain.size
-        if d > _MAX_SIDE_VALUES:
-            raise InvalidParameterError(
-                "params",
-                f"{params.name} over {d} values",
-                f"at most {_MAX_SIDE_VALUES} values for association",
-            )
-        return tuple(params.domain.label(i) for i in range(d))
-    raise InvalidParameterError("params", params.name, "rr, grr, basic-rappor or boolean-rappor")
+    """The values of a side with fixed items (rr, grr, basic and boolean RAPPOR), at most 64 of them."""
+    values = side_spec(params).items(params)
+    if len(values) > _MAX_SIDE_VALUES:
+        raise InvalidParameterError(
+            "params",
+            f"{params.name} over {len(values)} values",
+            f"at most {_MAX_SIDE_VALUES} values for association",
+        )
+    return values
 
 
 def side_likelihood(
@@ -184,40 +173,35 @@ def side_likelihood(
 ) -> SideLikelihood:
     """Per-report log-likelihood of every value of one side, from its report columns (vectorised).
 
+    A side of kind SUPPORT gives its items' likelihoods (``spec.report_likelihood``); string RAPPOR (kind
+    RAPPOR) those of the candidates and ``<other>`` (:func:`_candidate_likelihood`).
+
     Args:
         params: the side's mechanism parameters.
         columns: the side's report columns (the format of its mechanism).
         campaign_id: the id the side is encoded under (``paired_side_id``): it keys RAPPOR's hashing.
         candidates: string RAPPOR only: the candidate strings (``<other>`` is appended).
     """
-    if isinstance(params, BinaryRRParams):
-        y = np.asarray(columns, dtype=bool)
-        pyy, pyn = params.p_yes_given_yes, params.p_yes_given_no
-        lik = np.where(y[:, None], np.array([pyn, pyy]), np.array([1.0 - pyn, 1.0 - pyy]))
-        return SideLikelihood(labels=_side_values(params), log_lik=np.log(lik), offset=np.zeros(y.size))
-    if isinstance(params, GRRParams):
-        labels = _side_values(params)
-        idx = np.asarray(columns, dtype=np.int64)
-        log_lik = np.full((idx.size, len(labels)), math.log(params.q))
-        log_lik[np.arange(idx.size), idx] = math.log(params.p)
-        return SideLikelihood(labels=labels, log_lik=log_lik, offset=np.zeros(idx.size))
-    ps, qs = params.p_star, params.q_star
+    spec = side_spec(params)
+    if spec.kind is Kind.RAPPOR:
+        return _candidate_likelihood(params, columns, campaign_id=campaign_id, candidates=candidates)  # type: ignore[arg-type]
+    labels = _side_values(params)
+    log_lik, offset = spec.report_likelihood(params, columns)
+    return SideLikelihood(labels=labels, log_lik=log_lik, offset=offset)
+
+
+def _candidate_likelihood(
+    params: RapporParams, columns: Any, *, campaign_id: str, candidates: Sequence[str]
+) -> SideLikelihood:
+    """String RAPPOR: one column per candidate (its Bloom filter in the report's cohort), then <other>."""
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     a1, a0 = math.log(qs / ps), math.log((1.0 - qs) / (1.0 - ps))
-    rows = np.asarray(columns[1] if isinstance(params, RapporParams) else columns, dtype=np.uint8)
+    rows = np.asarray(columns[1], dtype=np.uint8)
     k = params.k
     bits = np.unpackbits(rows, axis=1, count=k, bitorder="little")
     ones = bits.sum(axis=1, dtype=np.int64).astype(np.float64)
     # log P(S | all Bloom bits 0) = ones log p* + (k - ones) log(1 - p*): common to every value.
     offset = ones * math.log(ps) + (k - ones) * math.log(1.0 - ps)
-    if isinstance(params, BooleanRapporParams):
-        s = bits[:, 0].astype(np.float64)
-        log_lik = np.stack([np.zeros(s.size), s * a1 + (1.0 - s) * a0], axis=1)
-        return SideLikelihood(labels=_side_values(params), log_lik=log_lik, offset=offset)
-    if isinstance(params, BasicRapporParams):
-        labels = _side_values(params)
-        log_lik = bits.astype(np.float64) * (a1 - a0) + a0
-        return SideLikelihood(labels=labels, log_lik=log_lik, offset=offset)
-    # String RAPPOR: one column per candidate (its Bloom filter in the report's cohort), then <other>.
     cands = tuple(candidates)
     if not cands:
         raise InvalidParameterError("candidates", (), "at least one candidate string for a rappor side")
@@ -469,30 +453,11 @@ def estimate_association(
 # ------------------------------------------------------------------------------------- report sources
 
 
-def _pattern_columns(params: PairedSide, idx: NDArray[np.int64]) -> Any:
-    """Report columns of a small side from pattern indices (inverse of ``side_patterns``)."""
-    if isinstance(params, BinaryRRParams):
-        return idx == 1
-    if isinstance(params, GRRParams):
-        return idx.astype(np.int64)
-    if isinstance(params, BooleanRapporParams):
-        return idx.astype(np.uint8).reshape(-1, 1)
-    nb = (params.k + 7) // 8  # basic RAPPOR, k <= 12
-    both = np.stack([idx & 0xFF, idx >> 8], axis=1).astype(np.uint8)
-    return np.ascontiguousarray(both[:, :nb])
-
-
-def _concat(params: PairedSide, parts: list[Any]) -> Any:
-    if isinstance(params, RapporParams):
-        return (
-            np.concatenate([np.asarray(p[0], dtype=np.uint32) for p in parts]),
-            np.concatenate([np.asarray(p[1], dtype=np.uint8) for p in parts]),
-        )
-    if isinstance(params, BinaryRRParams):
-        return np.concatenate([np.asarray(p, dtype=bool) for p in parts])
-    if isinstance(params, GRRParams):
-        return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
-    return np.concatenate([np.asarray(p, dtype=np.uint8) for p in parts])
+def _concat(parts: list[Any]) -> Any:
+    """Batch columns (an array, or a tuple of arrays) of several batches, one after the other."""
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+    return np.concatenate(parts)
 
 
 def columns_from_payloads(
@@ -526,38 +491,33 @@ def columns_from_payloads(
         n += rows
     if n == 0:
         return None, None, 0
-    return _concat(params.first, firsts), _concat(params.second, seconds), n
+    return _concat(firsts), _concat(seconds), n
 
 
-def _key_bytes(params: PairedSide, cols: Any) -> NDArray[np.uint8]:
-    if isinstance(params, RapporParams):
-        coh = np.asarray(cols[0], dtype="<u4").view(np.uint8).reshape(-1, 4)
-        return np.concatenate([coh, np.asarray(cols[1], dtype=np.uint8)], axis=1)
-    if isinstance(params, BinaryRRParams):
-        return np.asarray(cols, dtype=np.uint8).reshape(-1, 1)
-    if isinstance(params, GRRParams):
-        return np.asarray(cols, dtype="<i8").view(np.uint8).reshape(-1, 8)
-    return np.asarray(cols, dtype=np.uint8)
+def _key_bytes(cols: Any) -> NDArray[np.uint8]:
+    """Each report's bytes in its batch columns (every column's row, little-endian, side by side)."""
+    arrays = cols if isinstance(cols, tuple) else (cols,)
+    parts = []
+    for arr in arrays:
+        a = np.ascontiguousarray(arr)
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        parts.append(a.view(np.uint8).reshape(a.shape[0], -1))
+    return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
 
-def _take(params: PairedSide, cols: Any, idx: NDArray[np.intp]) -> Any:
-    if isinstance(params, RapporParams):
-        return np.asarray(cols[0])[idx], np.asarray(cols[1])[idx]
+def _take(cols: Any, idx: NDArray[np.intp]) -> Any:
+    """The rows ``idx`` of batch columns (an array, or a tuple of arrays)."""
+    if isinstance(cols, tuple):
+        return tuple(np.asarray(c)[idx] for c in cols)
     return np.asarray(cols)[idx]
 
 
-def _merge_identical(params: PairedParams, first: Any, second: Any) -> tuple[Any, Any, NDArray[np.float64]]:
+def _merge_identical(first: Any, second: Any) -> tuple[Any, Any, NDArray[np.float64]]:
     """Identical paired reports merged into one row with a weight (exact for the likelihood)."""
-    keys = np.ascontiguousarray(
-        np.concatenate([_key_bytes(params.first, first), _key_bytes(params.second, second)], axis=1)
-    )
+    keys = np.ascontiguousarray(np.concatenate([_key_bytes(first), _key_bytes(second)], axis=1))
     void = keys.view(np.dtype((np.void, keys.shape[1]))).ravel()
     _, index, counts = np.unique(void, return_index=True, return_counts=True)
-    return (
-        _take(params.first, first, index),
-        _take(params.second, second, index),
-        counts.astype(np.float64),
-    )
+    return _take(first, index), _take(second, index), counts.astype(np.float64)
 
 
 def _rappor_values(
@@ -612,8 +572,6 @@ def associate_campaign(
         NoReportsError: no reports.
         ReportsUnavailableError: raw reports are needed but none were retained.
     """
-    from ldp_client.mechanisms.paired import paired_side_id
-
     params = info.params
     if not isinstance(params, PairedParams):
         raise InvalidParameterError(
@@ -628,7 +586,7 @@ def associate_campaign(
     _check_em_options(confidence, max_iterations, tolerance)
     requested = (tuple(first_candidates), tuple(second_candidates))
     for side, side_params, req in zip(_SIDES, params.sides, requested, strict=True):
-        if req and not isinstance(side_params, RapporParams):
+        if req and side_spec(side_params).kind is not Kind.RAPPOR:
             raise InvalidParameterError(
                 f"{side}_candidates", f"{len(req)} candidates", f"none for a {side_params.name} side"
             )
@@ -642,7 +600,7 @@ def associate_campaign(
     for side, side_params, req, side_acc in zip(
         _SIDES, params.sides, requested, (acc.first, acc.second), strict=True
     ):
-        if isinstance(side_params, RapporParams):
+        if side_spec(side_params).kind is Kind.RAPPOR:
             cands = req or tuple(info.candidates)
             if not cands:
                 raise InvalidParameterError(
@@ -652,7 +610,13 @@ def associate_campaign(
                 )
             side_cands.append(
                 _rappor_values(
-                    side_params, side_acc, paired_side_id(cid, side), cands, max_values, side, warns
+                    side_params,  # type: ignore[arg-type]
+                    side_acc,
+                    paired_side_id(cid, side),
+                    cands,
+                    max_values,
+                    side,
+                    warns,
                 )
             )
         else:
@@ -664,8 +628,8 @@ def associate_campaign(
     weights: NDArray[np.float64] | None
     if acc.joint is not None:
         rows, cols = np.nonzero(acc.joint)
-        first_cols = _pattern_columns(params.first, rows.astype(np.int64))
-        second_cols = _pattern_columns(params.second, cols.astype(np.int64))
+        first_cols = side_spec(params.first).pattern_columns(params.first, rows.astype(np.int64))
+        second_cols = side_spec(params.second).pattern_columns(params.second, cols.astype(np.int64))
         weights = acc.joint[rows, cols].astype(np.float64)
     else:
         if payloads is None:
@@ -683,7 +647,7 @@ def associate_campaign(
             warns.append(
                 f"only {n_raw} of the {acc.n} reports were retained (purged?); the estimate uses them"
             )
-        first_cols, second_cols, weights = _merge_identical(params, first_cols, second_cols)
+        first_cols, second_cols, weights = _merge_identical(first_cols, second_cols)
     sides = [
         side_likelihood(p, c, campaign_id=paired_side_id(cid, side), candidates=cands)
         for side, p, c, cands in zip(_SIDES, params.sides, (first_cols, second_cols), side_cands, strict=True)

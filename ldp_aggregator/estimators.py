@@ -41,13 +41,8 @@ from ldp_aggregator.accumulators import (
 from ldp_aggregator.estimation import NoReportsError, normal_quantile
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
-from ldp_client.params import (
-    BasicRapporParams,
-    PairedParams,
-    RapporParams,
-    UnportedParams,
-)
-from ldp_client.spec import Kind, Rates, Support
+from ldp_client.params import RapporParams
+from ldp_client.spec import BitsView, Kind, Rates, Support
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
@@ -349,7 +344,7 @@ def estimate_support(
     )
 
 
-# Why a registered mechanism of another kind has no per-item frequencies (what to use instead).
+# Why a mechanism of another kind has no per-item frequencies (what to use instead).
 _NO_FREQUENCIES: dict[Kind, str] = {
     Kind.RAPPOR: "rr, grr, basic-rappor or boolean-rappor (string RAPPOR needs candidates: "
     "use estimate_rappor_candidates)",
@@ -371,9 +366,10 @@ def estimate_frequencies(
       p* = 1 - P(yes|no), q* = 1 - P(yes|yes); grr, the domain labels: v is supported by the report v,
       p* = p, q* = (1-p)/(d-1); the oracles: see their mechanism modules in ``ldp_client/mechanisms/``).
     - basic-rappor (domain labels): v is supported by a report with bit v set, with RAPPOR's
-      p* = q_star = P(bit 1 | Bloom bit 1) and q* = p_star = P(bit 1 | Bloom bit 0) (CCS 2014 names).
-    - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = q_star,
-      q* = p_star), "false" by a clear bit (p* = 1 - p_star, q* = 1 - q_star).
+      p* = prob_one_if_set = P(bit 1 | Bloom bit 1) and q* = prob_one_if_clear = P(bit 1 | Bloom bit 0).
+    - boolean-rappor (items "false", "true"): "true" is supported by a set bit (p* = prob_one_if_set,
+      q* = prob_one_if_clear), "false" by a clear bit (p* = 1 - prob_one_if_clear,
+      q* = 1 - prob_one_if_set).
 
     String RAPPOR needs a candidate dictionary: use :func:`estimate_rappor_candidates`.
 
@@ -382,62 +378,20 @@ def estimate_frequencies(
         InvalidReportError: ``acc`` does not belong to ``params``.
         NoReportsError: the accumulator is empty.
     """
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its Support, through the one pure-oracle estimator
-        if spec.kind is not Kind.SUPPORT:
-            raise InvalidParameterError("params", params.name, _NO_FREQUENCIES[spec.kind])
-        check_matches(acc, params)
-        return estimate_support(
-            spec.support(params, acc), mechanism=params.name, epsilon=params.epsilon, confidence=confidence
-        )
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, RapporParams):
-        raise InvalidParameterError(
-            "params",
-            "rappor",
-            "rr, grr, basic-rappor or boolean-rappor (string RAPPOR needs candidates: "
-            "use estimate_rappor_candidates)",
-        )
+    spec = registry.spec_for(params)  # its Support, through the one pure-oracle estimator
+    if spec.kind is not Kind.SUPPORT:
+        raise InvalidParameterError("params", params.name, _NO_FREQUENCIES[spec.kind])
     check_matches(acc, params)
-    n = acc.n
-    if n == 0:
-        raise NoReportsError(0)
-    epsilon_inf: float | None = None
-    if isinstance(params, BasicRapporParams):
-        res = pure_oracle_arrays(_ones(acc)[0], n, params.q_star, params.p_star, confidence)
-        labels = [params.domain.label(i) for i in range(params.domain.size)]
-        items = _items(labels, res, n)
-        epsilon_inf = params.epsilon_inf
-    elif isinstance(params, PairedParams):  # issue 5: two variables, no per-item frequencies
-        raise InvalidParameterError("params", params.name, "one variable (paired: use EstimateAssociation)")
-    else:  # BooleanRapporParams (check_matches rejected anything else)
-        ones = _ones(acc)[0]
-        qs, ps = params.q_star, params.p_star
-        false = pure_oracle_arrays(n - ones, n, 1.0 - ps, 1.0 - qs, confidence)
-        true = pure_oracle_arrays(ones, n, qs, ps, confidence)
-        items = _items(("false",), false, n) + _items(("true",), true, n)
-        epsilon_inf = params.epsilon_inf
-    return FrequencyEstimate(
-        mechanism=params.name,
-        n=n,
-        epsilon=params.epsilon,
-        epsilon_inf=epsilon_inf,
-        confidence=float(confidence),
-        items=items,
+    return estimate_support(
+        spec.support(params, acc), mechanism=params.name, epsilon=params.epsilon, confidence=confidence
     )
 
 
-def _ones(acc: Accumulator) -> NDArray[np.int64]:
-    if not isinstance(acc, BitCountAccumulator):  # unreachable after check_matches; narrows the type
-        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
-    return acc.ones
-
-
 def _rappor_bit_arrays(
-    params: RapporParams, acc: BitCountAccumulator
+    params: RapporParams, acc: BitsView
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(t_hat (m, k), Var[t_hat] (m, k)) per decode.R's EstimateBloomCounts (see estimate_rappor_bits)."""
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     N = acc.cohort_reports.astype(np.float64)[:, None]
     c = acc.ones.astype(np.float64)
@@ -476,6 +430,21 @@ def _as_bits(acc: Accumulator) -> BitCountAccumulator:
     return acc
 
 
+def _bits_view(params: RapporParams, acc: object) -> BitsView:
+    """``acc`` checked against ``params``: its bit accumulator, or any :class:`~ldp_client.spec.BitsView`
+    of the same shape (the expected sums of an exactness test, which are not integers)."""
+    if isinstance(acc, BitCountAccumulator) or not hasattr(acc, "ones"):
+        check_matches(acc, params)  # type: ignore[arg-type]  # raises for anything but the accumulator
+        return _as_bits(acc)  # type: ignore[arg-type]
+    view = cast(BitsView, acc)
+    shape = (np.shape(view.cohort_reports), np.shape(view.ones))
+    if shape != ((params.m,), (params.m, params.k)):
+        raise InvalidReportError(
+            "accumulator", shape, f"bit sums of shape ({params.m},), {params.m, params.k}"
+        )
+    return view
+
+
 def _check_candidates(candidates: Any) -> tuple[str, ...]:
     if isinstance(candidates, str | bytes) or not isinstance(candidates, Sequence):
         raise InvalidParameterError("candidates", candidates, "a sequence of candidate strings")
@@ -497,7 +466,7 @@ def _design_cached(
     campaign_id: str, k: int, h: int, m: int, candidates: tuple[str, ...]
 ) -> NDArray[np.int64]:
     # Imported here: the client module is only needed when a dictionary is decoded.
-    from ldp_client.mechanisms.rappor import _positions, bloom_input
+    from ldp_client.mechanisms.rappor.encoding import _positions, bloom_input
 
     # The client hashes bloom_input(id, cohort, value) = prefix(cohort) || lp(value) (spec v1, section 2)
     # with _positions, the function bloom_positions calls. Build each part once rather than once per
@@ -608,7 +577,7 @@ def _identifiable_inverse(
 
 def estimate_rappor_candidates(
     params: RapporParams,
-    acc: BitCountAccumulator,
+    acc: BitCountAccumulator | BitsView,
     *,
     campaign_id: str,
     candidates: Sequence[str],
@@ -642,7 +611,8 @@ def estimate_rappor_candidates(
         InvalidParameterError: empty, non-string or duplicate candidates; a dictionary that is not
             identifiable (more candidates than cohort-bits with reports, candidates with identical Bloom
             filters in every cohort, which the message names, or other linear dependence, with the rank).
-        InvalidReportError: ``acc`` is not the (m, k) bit accumulator of ``params``.
+        InvalidReportError: ``acc`` is not the (m, k) bit accumulator of ``params`` (or bit sums of its
+            shape: any :class:`~ldp_client.spec.BitsView`).
         NoReportsError: the accumulator is empty.
     """
     from scipy import sparse
@@ -651,8 +621,7 @@ def estimate_rappor_candidates(
         raise InvalidParameterError("params", getattr(params, "name", params), "RapporParams")
     z = normal_quantile(confidence)
     cands = _check_candidates(candidates)
-    check_matches(acc, params)
-    bits = _as_bits(acc)
+    bits = _bits_view(params, acc)
     n = bits.n
     if n == 0:
         raise NoReportsError(0)
@@ -667,7 +636,7 @@ def estimate_rappor_candidates(
     t_hat, _ = _rappor_bit_arrays(params, bits)
     pi_hat = G_inv @ (X.T @ t_hat.ravel())
 
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     r = np.clip(ps + delta * (X @ pi_hat), min(ps, qs), max(ps, qs))
     var_t = N_row * r * (1.0 - r) / (delta * delta)

@@ -127,8 +127,7 @@ def postprocess(estimate: FrequencyEstimate, params: MechanismParams) -> tuple[P
     """Norm-Sub and clip of a frequency estimate's counts (module docstring for the total)."""
     counts = np.array([it.count for it in estimate.items], dtype=np.float64)
     n = estimate.n
-    spec = registry.find(params)
-    fewest, most = (1, 1) if spec is None else spec.items_per_user(params)
+    fewest, most = registry.spec_for(params).items_per_user(params)
     if fewest == most:  # every user holds exactly that many items (one value each: the total is n)
         total = float(most * n)
     else:  # sets of varying size (set-valued): the estimated total, within what the sizes allow

@@ -37,7 +37,7 @@ from ldp_aggregator.store import (
     SubmitOutcome,
     is_postgres_url,
 )
-from ldp_client import wire
+from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ from ldp_client.errors import (
     shown,
 )
 from ldp_client.params import RapporParams
+from ldp_client.spec import Kind
 
 __all__ = [
     "Aggregator",
@@ -205,7 +206,8 @@ RAPPOR_NEEDS_CANDIDATES = (
 
 def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
     """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
-    if isinstance(info.params, RapporParams) and not candidates and not info.candidates:
+    estimates_candidates = registry.spec_for(info.params).kind is Kind.RAPPOR
+    if estimates_candidates and not candidates and not info.candidates:
         return f"campaign {shown(info.campaign_id)} has no candidate strings: {RAPPOR_NEEDS_CANDIDATES}"
     return ""
 

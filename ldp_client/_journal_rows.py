@@ -23,8 +23,8 @@ set-valued                  the inner oracle's row
 ==========================  ====================================================================
 
 A row is described as a list of fields (:class:`ldp_client.codecs.RowField`), each a slice of the row that
-goes to one column of the batch (a column may take several fields per row: multidim's k attributes). A
-registered mechanism (:mod:`ldp_client.registry`) describes, packs and unpacks its own rows
+goes to one column of the batch (a column may take several fields per row: multidim's k attributes). Each
+mechanism's spec (:mod:`ldp_client.registry`) describes, packs and unpacks its own rows
 (``spec.row_fields``, ``spec.row_packer``, ``spec.row_unpacker``); the table above is the layouts they
 give. :func:`batch_from_rows` checks only the shape (whole rows, at least one); :func:`check_rows` checks
 every value by decoding each row back into an encoder output and validating it with
@@ -35,20 +35,13 @@ journals recovered from disk.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, cast
+from typing import Any
 
 from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.codecs import RowField
 from ldp_client.errors import InvalidReportError
-from ldp_client.params import (
-    BasicRapporParams,
-    BooleanRapporParams,
-    MechanismParams,
-    PairedParams,
-    RapporParams,
-    UnportedParams,
-)
+from ldp_client.params import MechanismParams
 
 __all__ = [
     "batch_from_rows",
@@ -63,30 +56,9 @@ _TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")
 _FROM_ASCII = bytes.maketrans(b"01", b"\x00\x01")
 
 
-class _CohortBits(NamedTuple):
-    cohort: int
-    bits: int
-
-
-def _layout(params: MechanismParams, prefix: tuple[str, ...] = ()) -> list[RowField]:
-    """The fields of one row, in row order; ``prefix`` places a paired side under ``paired.first``."""
-    spec = registry.find(params)
-    if spec is not None:
-        if not prefix:
-            return list(spec.row_fields(params))
-        return [RowField((*prefix, *f.path), f.width, f.packed) for f in spec.row_fields(params)]
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):
-        return _layout(params.first, ("paired", "first")) + _layout(params.second, ("paired", "second"))
-    field = wire.batch_field(params)
-    if isinstance(params, RapporParams):
-        return [
-            RowField((*prefix, field, "cohorts"), 4),
-            RowField((*prefix, field, "bits"), params.num_bytes),
-        ]
-    if isinstance(params, BasicRapporParams | BooleanRapporParams):
-        return [RowField((*prefix, field), params.num_bytes)]
-    raise InvalidReportError("params", type(params).__name__, "the parameters of a known mechanism")
+def _layout(params: MechanismParams) -> list[RowField]:
+    """The fields of one row, in row order."""
+    return list(registry.spec_for(params).row_fields(params))
 
 
 def row_bytes(params: MechanismParams) -> int:
@@ -96,17 +68,7 @@ def row_bytes(params: MechanismParams) -> int:
 
 def row_packer(params: MechanismParams) -> Callable[[Any], bytes]:
     """The journal row of one per-report encoder output (layout in the module docstring)."""
-    spec = registry.find(params)
-    if spec is not None:
-        return spec.row_packer(params)
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):  # a PairedReport's two rows, first then second
-        pack_first, pack_second = row_packer(params.first), row_packer(params.second)
-        return lambda r: pack_first(r.first) + pack_second(r.second)
-    nbytes = params.num_bytes
-    if isinstance(params, RapporParams):
-        return lambda r: r.cohort.to_bytes(4, "little") + r.bits.to_bytes(nbytes, "little")
-    return lambda r: r.to_bytes(nbytes, "little")
+    return registry.spec_for(params).row_packer(params)
 
 
 def _count(params: MechanismParams, rows: bytes) -> int:
@@ -213,17 +175,7 @@ def rows_from_batch(params: MechanismParams, msg: reports_pb2.ReportBatch) -> by
 
 def _row_unpacker(params: MechanismParams) -> Callable[[bytes], Any]:
     """Inverse of :func:`row_packer`: the encoder output a journal row stands for (to validate it)."""
-    spec = registry.find(params)
-    if spec is not None:
-        return spec.row_unpacker(params)
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, PairedParams):
-        cut = row_bytes(params.first)
-        first, second = _row_unpacker(params.first), _row_unpacker(params.second)
-        return lambda row: (first(row[:cut]), second(row[cut:]))
-    if isinstance(params, RapporParams):
-        return lambda row: _CohortBits(int.from_bytes(row[:4], "little"), int.from_bytes(row[4:], "little"))
-    return lambda row: int.from_bytes(row, "little")
+    return registry.spec_for(params).row_unpacker(params)
 
 
 def check_rows(params: MechanismParams, campaign_id: str, rows: bytes) -> None:

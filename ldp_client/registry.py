@@ -6,9 +6,6 @@ parameter facade (:func:`ldp_client.params.make_params`), the wire codec, the re
 accumulators and estimators and the simulator then find it here, by parameters (:func:`spec_for`), by name
 (:func:`spec_named`) or by the ``Campaign.mechanism`` oneof member (:func:`spec_for_member`).
 
-Mechanisms not yet ported to a spec are still handled by the facades' older code, which each facade reaches
-only after :func:`find` (or :func:`find_named`, :func:`find_member`) returned None.
-
 Imports flow one way: this module imports the mechanism modules, and a mechanism module never imports this
 one (nor :mod:`ldp_client.params`, which imports this one). Importing it does not import numpy.
 """
@@ -26,6 +23,10 @@ from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
 from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
 from ldp_client.mechanisms.numeric.sr import SPEC as SR_SPEC
 from ldp_client.mechanisms.olh import BLH_SPEC, OLH_SPEC
+from ldp_client.mechanisms.paired import SPEC as PAIRED_SPEC
+from ldp_client.mechanisms.rappor.spec import BASIC_SPEC as BASIC_RAPPOR_SPEC
+from ldp_client.mechanisms.rappor.spec import BOOLEAN_SPEC as BOOLEAN_RAPPOR_SPEC
+from ldp_client.mechanisms.rappor.spec import RAPPOR_SPEC
 from ldp_client.mechanisms.rr import SPEC as RR_SPEC
 from ldp_client.mechanisms.sets import SPEC as SET_VALUED_SPEC
 from ldp_client.mechanisms.ss import SPEC as SS_SPEC
@@ -48,6 +49,9 @@ AnySpec = MechanismSpec[Any]
 SPECS: Final[tuple[AnySpec, ...]] = (
     RR_SPEC,
     GRR_SPEC,
+    RAPPOR_SPEC,
+    BASIC_RAPPOR_SPEC,
+    BOOLEAN_RAPPOR_SPEC,
     OUE_SPEC,
     SUE_SPEC,
     OLH_SPEC,
@@ -61,8 +65,10 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     HYBRID_SPEC,
     SR_SPEC,
     MULTIDIM_SPEC,
+    PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
 )
-"""Every registered mechanism, in the order names are listed to users."""
+"""Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
+oneof)."""
 
 _BY_NAME: Final[dict[str, AnySpec]] = {s.name: s for s in SPECS}
 # Exact types: a subclass of a parameter class (BLHParams of OLHParams) is its own mechanism.

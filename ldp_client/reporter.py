@@ -202,15 +202,7 @@ from ldp_client.errors import (
     LdpError,
     StateFileError,
 )
-from ldp_client.mechanisms.paired import PairedEncoder
-from ldp_client.mechanisms.rappor import BasicRapporEncoder, BooleanRapporEncoder, RapporEncoder
-from ldp_client.params import (
-    BasicRapporParams,
-    BooleanRapporParams,
-    MechanismParams,
-    PairedParams,
-    RapporParams,
-)
+from ldp_client.params import MechanismParams
 from ldp_client.secret import ClientSecret
 
 if sys.platform != "win32":
@@ -613,24 +605,11 @@ def encoder_for(
         InvalidParameterError: a RAPPOR variant without a secret, or parameters of no known mechanism.
     """
     spec = registry.find(params)
-    if spec is not None:  # a registered mechanism (ldp_client.registry)
-        if secret is None and spec.needs_secret(params):
-            raise InvalidParameterError(
-                "secret", None, f"a ClientSecret (the {params.name} mechanism needs one)"
-            )
-        return spec.encoder(params, campaign_id=campaign_id, secret=secret)
-    if not isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
+    if spec is None:
         raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
-    if secret is None:
+    if secret is None and spec.needs_secret(params):
         raise InvalidParameterError("secret", None, f"a ClientSecret (the {params.name} mechanism needs one)")
-    key = secret if isinstance(secret, ClientSecret) else secret()
-    if isinstance(params, RapporParams):
-        return RapporEncoder(params, campaign_id=campaign_id, secret=key).encode
-    if isinstance(params, BasicRapporParams):
-        return BasicRapporEncoder(params, campaign_id=campaign_id, secret=key).encode
-    if isinstance(params, BooleanRapporParams):
-        return BooleanRapporEncoder(params, campaign_id=campaign_id, secret=key).encode
-    return PairedEncoder(params, campaign_id=campaign_id, secret=key).encode  # issue 5: (first, second)
+    return spec.encoder(params, campaign_id=campaign_id, secret=secret)
 
 
 class Reporter:

@@ -62,6 +62,7 @@ __all__ = [
     "MechanismSpec",
     "Moments",
     "MomentsView",
+    "PairedView",
     "ParamsLike",
     "Rates",
     "RowField",
@@ -111,7 +112,10 @@ class Layout:
                           [0, A) each code is about (1-D, same shape) or None when A = 1, and how many
                           users sent the r reports (None: one report per user); codes s... (sorted) are
                           counted apart, the others summed exactly (count, sum c, sum c^2 per attribute)
-    paired   see spec     defined with the paired mechanisms' port
+    paired   (rows, cols) ``(first input, second input, joint cells or None)``: each side's standard input
+             or ()        for its part (``parts``: the two sides' layouts), and when the accumulator keeps
+                          the joint table of report patterns (shape (rows, cols); () when it does not) the
+                          cell ``row * cols + col`` of each report
     ======== ============ ===============================================================================
 
     Attributes:
@@ -121,12 +125,15 @@ class Layout:
             (computed without allocating anything); for a layout that ``grows``, a bound on its size.
         grows: the byte form grows with the sums it holds (``moments``: exact integers of any size), so
             ``nbytes`` bounds it at any realistic number of reports instead of being its empty size.
+        parts: the layouts of the accumulators this one is made of (a composite layout: ``paired`` holds
+            one accumulator per side); empty for the others.
     """
 
     kind: LayoutKind
     shape: tuple[int, ...]
     nbytes: int
     grows: bool = False
+    parts: tuple[Layout, ...] = ()
 
     @classmethod
     def counts(cls, size: int) -> Layout:
@@ -152,16 +159,27 @@ class Layout:
         nbytes = 256 + 64 * attributes * (3 + len(specials))
         return cls("moments", (attributes, num_codes, *specials), nbytes, grows=True)
 
+    @classmethod
+    def paired(cls, first: Layout, second: Layout, joint: tuple[int, int] | None) -> Layout:
+        """Two sides' accumulators and, when ``joint`` is a shape, the counts of their joint report patterns
+        (8 bytes per cell)."""
+        cells = 0 if joint is None else joint[0] * joint[1]
+        nbytes = first.nbytes + second.nbytes + 8 * cells + _ACCUMULATOR_OVERHEAD
+        return cls("paired", () if joint is None else joint, nbytes, parts=(first, second))
+
 
 LAYOUT_SUMS: dict[LayoutKind, tuple[str, ...]] = {
     "counts": ("counts",),
     "bits": ("cohort_reports", "ones"),
     "support": ("reports", "support"),
     "moments": ("users", "counts", "s1", "s2", "special_counts"),
+    "paired": ("first", "second", "joint"),
 }
 """The sums each layout's accumulator holds: the attributes its view protocol shows (:class:`CountsView`,
-:class:`BitsView`, :class:`SupportView`, :class:`MomentsView`), in the order a :class:`SumSampler` returns
-them (one field: the array itself; several: a tuple)."""
+:class:`BitsView`, :class:`SupportView`, :class:`MomentsView`, :class:`PairedView`), in the order a
+:class:`SumSampler` returns them (one field: the array itself; several: a tuple). A composite layout's first
+sums are its parts' accumulators (``Layout.parts``, in order); ``paired``'s ``joint`` is None when the
+accumulator keeps no joint table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +288,22 @@ class MomentsView(Protocol):
 
     @property
     def special_counts(self) -> Sequence[Sequence[int]]: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+class PairedView(Protocol):
+    """What a ``paired`` accumulator shows: each side's accumulator and the joint pattern counts (or None)."""
+
+    @property
+    def first(self) -> Any: ...
+
+    @property
+    def second(self) -> Any: ...
+
+    @property
+    def joint(self) -> NDArray[Any] | None: ...
 
     @property
     def n(self) -> int: ...
@@ -447,6 +481,14 @@ class MechanismSpec(abc.ABC, Generic[P]):
         p_star, q_star = self.support_rates(params)
         return oracle_variance(float(p_star), float(q_star), frequency)  # type: ignore[arg-type]
 
+    def check_new_campaign(self, msg: Any) -> None:
+        """Refuse what a NEW campaign may not set in its ``Campaign.mechanism`` member message ``msg``,
+        though a stored one may (a campaign read back is never refused for it). By default nothing.
+
+        RAPPOR: f = 0 (also an unset f) turns off the permanent randomized response and needs the message's
+        explicit ``allow_f_zero``. Raises InvalidParameterError with the field relative to the member.
+        """
+
     # ---------------------------------------------------------------------------------------- device
 
     def needs_secret(self, params: P) -> bool:
@@ -534,6 +576,25 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """
         raise NotImplementedError
 
+    def encode_batch_shared(
+        self,
+        params: P,
+        values: NDArray[np.int64],
+        rng: np.random.Generator,
+        *,
+        campaign_id: str,
+        labels: Sequence[str],
+        device_words: NDArray[np.uint64],
+    ) -> Any:
+        """:meth:`encode_batch` for simulated devices that also report to other campaigns (numpy).
+
+        ``device_words`` holds one uniform 64-bit word per user: what the device derives from its client
+        secret, which a mechanism with per-device state takes its state from (string RAPPOR's cohort is
+        ``word mod m``, as the client's HMAC prefix mod m), so that campaigns sharing devices share it (a
+        paired campaign's two sides). By default the words are not used: :meth:`encode_batch`.
+        """
+        return self.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
+
     def sum_sampler(self, params: P) -> SumSampler | None:
         """Exact sampling of the sums (:class:`SumSampler`), or None when there is none (the simulator then
         encodes every report). The returned function may cache work across repeats."""
@@ -597,6 +658,30 @@ class MechanismSpec(abc.ABC, Generic[P]):
         of :meth:`mean_design` (numpy, seeded ``rng`` only): batch columns. Kind.MEAN only."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------- as a side of a paired campaign
+
+    def report_likelihood(self, params: P, columns: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per-report log-likelihood of every item of :meth:`items`, from batch columns (numpy).
+
+        Returns ``(log_lik, offset)``: log P(report r | item v) = ``log_lik[r, v] + offset[r]``, the offset
+        being any part common to all items (the association's EM of a paired campaign reads only the
+        differences between items). Kind.SUPPORT mechanisms that can be a paired side.
+        """
+        raise NotImplementedError
+
+    def report_patterns(self, params: P) -> int | None:
+        """How many distinct reports the mechanism can send, when few enough to count each (a paired
+        campaign then keeps the joint table of both sides' patterns); None otherwise (the default)."""
+        return None
+
+    def pattern_index(self, params: P, columns: Any) -> NDArray[np.int64]:
+        """The pattern (in [0, :meth:`report_patterns`)) of each report of batch columns (numpy)."""
+        raise NotImplementedError
+
+    def pattern_columns(self, params: P, patterns: NDArray[np.int64]) -> Any:
+        """Batch columns of reports given by their patterns: the inverse of :meth:`pattern_index`."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------------------ conformance tests
 
     @abc.abstractmethod
@@ -621,3 +706,14 @@ class MechanismSpec(abc.ABC, Generic[P]):
         output's public randomness where :meth:`exact_outputs` enumerates a sample of it. By default looked
         up in :meth:`exact_outputs`."""
         return self.exact_outputs(params, value).get(output, Fraction(0))
+
+    def campaign_inputs(self, params: P, campaign_id: str) -> tuple[Any, ...]:
+        """:meth:`inputs` for a device of campaign ``campaign_id``: mechanisms whose encoding depends on the
+        campaign (string RAPPOR hashes its id into the Bloom filters) choose inputs that show its worst
+        case there. By default :meth:`inputs`."""
+        return self.inputs(params)
+
+    def campaign_outputs(self, params: P, value: Any, campaign_id: str) -> Mapping[Hashable, Fraction]:
+        """:meth:`exact_outputs` for a device of campaign ``campaign_id`` (see :meth:`campaign_inputs`).
+        By default :meth:`exact_outputs`."""
+        return self.exact_outputs(params, value)

@@ -1,9 +1,8 @@
 """The entry point of every conversion between ldp_client objects and the ``ldp.v1`` protobuf messages.
 
-Every function asks :mod:`ldp_client.registry` first: a registered mechanism converts with its spec's codec
+Every function looks the mechanism up in :mod:`ldp_client.registry`: its spec converts with its codec
 methods (``spec.params_to_proto``, ``spec.batch_from_proto``, ...; built from :mod:`ldp_client.codecs`),
-and this module adds what is common (ids, counts, the payload member). The mechanisms not yet registered are
-converted by the code below that lookup (and by ``_paired_wire``).
+and this module adds what is common (ids, counts, the payload member).
 
 * Parameters: :func:`params_to_proto` / :func:`params_from_proto` map each frozen parameter dataclass of
   :mod:`ldp_client.params` to the member of the ``Campaign.mechanism`` oneof with the same fields;
@@ -43,37 +42,18 @@ Importing this module does not import numpy (the device's reporter uses the camp
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 
-from ldp_client import _paired_wire, registry
-from ldp_client._prob import quantize_probability
+from ldp_client import registry
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
-from ldp_client.codecs import (
-    as_array,
-    as_int,
-    check_bit_rows,
-    check_count,
-    check_indices,
-    check_length,
-    check_padding,
-    decode_bit_rows,
-    domain_from_proto,
-    domain_to_proto,
-    packed_value,
-)
+from ldp_client.codecs import check_count
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms.numeric.codec import NumericMessage
-from ldp_client.params import (
-    BasicRapporParams,
-    BooleanRapporParams,
-    MechanismParams,
-    PairedParams,
-    RapporParams,
-    UnportedParams,
-)
+from ldp_client.mechanisms.paired import PairedColumns
+from ldp_client.params import MechanismParams
+from ldp_client.spec import MechanismSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,8 +106,7 @@ ParamsMessage: TypeAlias = (
 # The column aliases are strings so that they name numpy types without importing numpy at run time.
 BatchColumns: TypeAlias = (
     "NDArray[np.bool_] | NDArray[np.int64] | NDArray[np.uint8] | tuple[NDArray[np.uint32], NDArray[np.uint8]]"
-    " | NumericColumns | tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]]"
-    " | _paired_wire.PairedColumns"
+    " | NumericColumns | tuple[NDArray[np.uint64], NDArray[np.uint64], NDArray[np.uint32]] | PairedColumns"
 )
 """Report columns of a batch as decoded; see the module docstring for the layout of each mechanism."""
 ColumnsLike: TypeAlias = (
@@ -152,41 +131,19 @@ class RapporReportLike(Protocol):
 _MECHANISM_FIELD: Final[dict[str, str]] = {s.name: s.wire.campaign for s in registry.SPECS}
 _BATCH_FIELD: Final[dict[str, str]] = {s.name: s.wire.batch for s in registry.SPECS}
 _REPORT_FIELD: Final[dict[str, str]] = {s.name: s.wire.report for s in registry.SPECS}
-_MECHANISM_FIELD.update(
-    {"rappor": "rappor", "basic-rappor": "basic_rappor", "boolean-rappor": "boolean_rappor"}
-)
-_BATCH_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
-_REPORT_FIELD.update({"rappor": "rappor", "basic-rappor": "basic_bits", "boolean-rappor": "boolean_bits"})
-# Issue 5, paired reports (member number 40): both sides' messages in one (ldp_client._paired_wire).
-_MECHANISM_FIELD["paired"] = "paired"
-_BATCH_FIELD["paired"] = "paired"
-_REPORT_FIELD["paired"] = "paired"
 _MECHANISM_CHOICES: Final = ", ".join(_MECHANISM_FIELD.values())
-# The parameter classes of mechanisms not yet registered (ldp_client.registry checks its own).
-_PARAMS_TYPES: Final = (
-    RapporParams,
-    BasicRapporParams,
-    BooleanRapporParams,
-    PairedParams,
-)
-_U32_LE: Final = "<u4"  # little-endian uint32, the dtype of every 32-bit column
 
 
-def _check_params(params: object) -> MechanismParams:
-    if registry.find(params) is not None:
-        return params  # type: ignore[return-value]  # a registered parameter class
-    return _unported(params)
-
-
-def _unported(params: object) -> UnportedParams:
-    """``params`` of a mechanism not yet registered (the facades' fallback), or InvalidParameterError."""
-    if not isinstance(params, _PARAMS_TYPES):
+def _spec(params: object) -> MechanismSpec[Any]:
+    """The registered spec of ``params``, or InvalidParameterError naming their type and the mechanisms."""
+    spec = registry.find(params)
+    if spec is None:
         raise InvalidParameterError(
             "params",
             type(params).__name__,
             "a parameter object of ldp_client.params (" + _MECHANISM_CHOICES + ")",
         )
-    return params
+    return spec
 
 
 def _check_id(field: str, value: object, error: type[InvalidParameterError | InvalidReportError]) -> str:
@@ -200,19 +157,13 @@ def _check_id(field: str, value: object, error: type[InvalidParameterError | Inv
 
 def mechanism_field(params: MechanismParams) -> str:
     """The ``Campaign.mechanism`` oneof member for ``params`` (e.g. ``"basic_rappor"``)."""
-    spec = registry.find(params)
-    if spec is not None:
-        return spec.wire.campaign
-    return _MECHANISM_FIELD[_check_params(params).name]
+    return _spec(params).wire.campaign
 
 
 def batch_field(params: MechanismParams) -> str:
     """The ``ReportBatch.payload`` member of ``params``' reports (a set-valued campaign's is its inner
     oracle's), e.g. ``"grr_indices"``."""
-    spec = registry.find(params)
-    if spec is not None:
-        return spec.wire_names(params).batch
-    return _BATCH_FIELD[_unported(params).name]
+    return _spec(params).wire_names(params).batch
 
 
 def epsilon_inf(params: MechanismParams) -> float:
@@ -222,13 +173,7 @@ def epsilon_inf(params: MechanismParams) -> float:
     (Erlingsson et al., CCS 2014, Theorem 1). rr and grr draw fresh noise per report: there is no bound
     (k reports of one value cost k * epsilon by composition), reported as +infinity.
     """
-    spec = registry.find(params)
-    if spec is not None:
-        return spec.epsilon_inf(params)
-    if isinstance(params, RapporParams | BasicRapporParams | BooleanRapporParams | PairedParams):
-        return params.epsilon_inf
-    _check_params(params)
-    return math.inf
+    return _spec(params).epsilon_inf(params)
 
 
 def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
@@ -238,37 +183,8 @@ def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:
     32-bit thresholds from them (:func:`ldp_client._prob.quantize_probability`), so
     ``params_from_proto`` returns an equal object.
     """
-    spec = registry.find(params)
-    if spec is not None:
-        return spec.wire.campaign, cast(ParamsMessage, spec.params_to_proto(params))
-    params = _unported(params)
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.params_to_proto(params)
-    field = _MECHANISM_FIELD[params.name]
-    message: ParamsMessage
-    if isinstance(params, RapporParams):
-        message = campaign_pb2.RapporParams(
-            k=params.k, h=params.h, m=params.m, f=params.f, p=params.p, q=params.q,
-            allow_f_zero=_f_zero_opt_in(params),
-        )  # fmt: skip
-    elif isinstance(params, BasicRapporParams):
-        message = campaign_pb2.BasicRapporParams(
-            domain=domain_to_proto(params.domain), f=params.f, p=params.p, q=params.q,
-            allow_f_zero=_f_zero_opt_in(params),
-        )  # fmt: skip
-    else:
-        message = campaign_pb2.BooleanRapporParams(
-            f=params.f, p=params.p, q=params.q, allow_f_zero=_f_zero_opt_in(params)
-        )
-    return field, message
-
-
-def _f_zero_opt_in(params: RapporParams | BasicRapporParams | BooleanRapporParams) -> bool:
-    """The wire's ``allow_f_zero``: sent only where it means something (f quantized to 0, opted in).
-
-    With any f > 0 it stays unset, so those messages keep their bytes whatever the object's flag says.
-    """
-    return params.allow_f_zero and params.f_threshold == 0
+    spec = _spec(params)
+    return spec.wire.campaign, cast(ParamsMessage, spec.params_to_proto(params))
 
 
 def set_params(campaign: campaign_pb2.Campaign, params: MechanismParams) -> None:
@@ -286,47 +202,17 @@ def params_from_proto(campaign: campaign_pb2.Campaign) -> MechanismParams:
     """
     which = campaign.WhichOneof("mechanism")
     spec = registry.find_member(which)
-    if spec is not None and which is not None:
-        try:
-            return spec.params_from_proto(getattr(campaign, which))  # type: ignore[no-any-return]
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
-    # A RAPPOR f of 0 is refused when parameters are made (RapporParams), but a campaign on the wire
-    # already exists: an unset f means f = 0, and decoding it must describe it (epsilon_inf = inf), not
-    # fail, with or without the message's allow_f_zero (campaigns stored before that field existed have
-    # none). Devices cap it with Reporter(max_epsilon_inf=...). Only creating a campaign needs the opt-in:
-    # the server checks it with check_f_zero_opt_in. So the object reads as opted in, and params_to_proto
-    # then sends allow_f_zero = true with every f = 0: an opted-in campaign round-trips.
-    f_zero_ok = True
+    if spec is None or which is None:
+        raise InvalidParameterError("mechanism", which, f"exactly one of {_MECHANISM_CHOICES}")
     try:
-        if which == "rappor":
-            r = campaign.rappor
-            return RapporParams(k=r.k, h=r.h, m=r.m, f=r.f, p=r.p, q=r.q, allow_f_zero=f_zero_ok)
-        if which == "basic_rappor":
-            b = campaign.basic_rappor
-            return BasicRapporParams(
-                domain=domain_from_proto(b.domain), f=b.f, p=b.p, q=b.q, allow_f_zero=f_zero_ok
-            )
-        if which == "boolean_rappor":
-            c = campaign.boolean_rappor
-            return BooleanRapporParams(f=c.f, p=c.p, q=c.q, allow_f_zero=f_zero_ok)
-        if which == "paired":  # issue 5
-            return _paired_wire.params_from_proto(campaign)
+        return spec.params_from_proto(getattr(campaign, which))  # type: ignore[no-any-return]
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
-    raise InvalidParameterError("mechanism", which, f"exactly one of {_MECHANISM_CHOICES}")
-
-
-#: Oneof members of Campaign.mechanism (and of PairedSide) with a RAPPOR f, and their message names.
-_RAPPOR_MEMBERS: Final = {
-    "rappor": "RapporParams",
-    "basic_rappor": "BasicRapporParams",
-    "boolean_rappor": "BooleanRapporParams",
-}
 
 
 def check_f_zero_opt_in(campaign: campaign_pb2.Campaign) -> None:
-    """Refuse a NEW campaign whose RAPPOR f quantizes to 0 unless its message opts in (``allow_f_zero``).
+    """Refuse what a NEW campaign may not set though a stored one may: its mechanism's
+    ``spec.check_new_campaign`` (a RAPPOR f that quantizes to 0 without the message's ``allow_f_zero``).
 
     An unset f reads as 0, so without this check a campaign with no permanent randomized response
     (epsilon_inf = inf: repeated reports of one value reveal it) would be created silently. The server
@@ -339,26 +225,13 @@ def check_f_zero_opt_in(campaign: campaign_pb2.Campaign) -> None:
             with its value, the recommended values and how to opt in.
     """
     which = campaign.WhichOneof("mechanism")
-    found: list[tuple[str, str, Any]] = []
-    if which in _RAPPOR_MEMBERS:
-        found.append((which, _RAPPOR_MEMBERS[which], getattr(campaign, which)))
-    elif which == "paired":
-        for side in ("first", "second"):
-            side_msg = getattr(campaign.paired, side)
-            member = side_msg.WhichOneof("mechanism")
-            if member in _RAPPOR_MEMBERS:
-                found.append((f"paired.{side}.{member}", _RAPPOR_MEMBERS[member], getattr(side_msg, member)))
-    for path, message_name, message in found:
-        if quantize_probability("f", message.f) == 0 and not message.allow_f_zero:
-            raise InvalidParameterError(
-                f"{path}.f",
-                message.f,
-                "a probability in (0, 1) when creating a campaign: f = 0 (also an unset f) turns off the "
-                "permanent randomized response, so repeated reports of one value reveal it "
-                "(epsilon_inf = inf); use the recommended f = 0.5 (or 0.25 for less noise), or opt in "
-                f"explicitly with allow_f_zero = true in its {message_name} message (Python: "
-                "allow_f_zero=True; ldp-aggregator campaign create: --param allow_f_zero=true)",
-            )
+    spec = registry.find_member(which)
+    if spec is None or which is None:  # no member (refused by campaign_from_proto), or nothing to check
+        return
+    try:
+        spec.check_new_campaign(getattr(campaign, which))
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{which}.{exc.field}", exc.value, exc.allowed) from exc
 
 
 # ------------------------------------------------------------------------------------------- campaigns
@@ -381,7 +254,7 @@ class CampaignInfo:
 
     def __post_init__(self) -> None:
         _check_id("campaign_id", self.campaign_id, InvalidParameterError)
-        _check_params(self.params)
+        _spec(self.params)
         if not isinstance(self.description, str):
             raise InvalidParameterError("description", self.description, "a string")
         object.__setattr__(self, "candidates", _check_candidates(self.candidates))
@@ -498,28 +371,9 @@ def batch_from_proto(
             ``len(rappor.bits)``, ...), the first grr index >= d or cohort >= m with its position, or the
             first row with a non-zero padding bit.
     """
-    import numpy as np
-
-    spec = registry.find(params)
-    if spec is not None:
-        n, _ = _check_batch_header(msg, params, campaign_id)
-        return spec.batch_from_proto(msg, params, n)  # type: ignore[no-any-return]
-    params = _unported(params)
-    n, field = _check_batch_header(msg, params, campaign_id)
-    if isinstance(params, RapporParams):
-        cols = msg.rappor
-        check_length("rappor.cohorts", cols.cohorts, 4 * n, f"4 * count for count={n} little-endian uint32")
-        nbytes = params.num_bytes
-        check_length("rappor.bits", cols.bits, n * nbytes, f"count * ceil(k/8) = {n} * {nbytes}")
-        cohorts = np.frombuffer(cols.cohorts, dtype=_U32_LE)
-        check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
-        bits = np.frombuffer(cols.bits, dtype=np.uint8).reshape(n, nbytes)
-        check_padding(bits, params.k, "rappor.bits")
-        return cohorts.astype(np.uint32, copy=False), bits
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.batch_from_proto(msg, params, n)
-    # basic-rappor (k = d) and boolean-rappor (k = 1): packed rows only.
-    return decode_bit_rows(getattr(msg, field), n, params.k, field)
+    spec = _spec(params)
+    n, _ = _check_batch_header(msg, params, campaign_id)
+    return spec.batch_from_proto(msg, params, n)  # type: ignore[no-any-return]
 
 
 def batch_to_proto(
@@ -533,56 +387,15 @@ def batch_to_proto(
     Raises:
         InvalidReportError: ids, shapes, dtypes or values that do not fit ``params``.
     """
-    import numpy as np
-
-    spec = registry.find(params)
-    if spec is not None:
-        _check_id("campaign_id", campaign_id, InvalidReportError)
-        _check_id("batch_id", batch_id, InvalidReportError)
-        msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
-        spec.batch_to_proto(msg, params, columns)
-        return msg
-    params = _unported(params)
+    spec = _spec(params)
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("batch_id", batch_id, InvalidReportError)
     msg = reports_pb2.ReportBatch(campaign_id=campaign_id, batch_id=batch_id)
-    if isinstance(params, RapporParams):
-        if not isinstance(columns, tuple) or len(columns) != 2:
-            raise InvalidReportError("rappor", type(columns).__name__, "a (cohorts, bits) tuple of arrays")
-        cohorts = as_array("rappor.cohorts", columns[0], "integers", 1)
-        if not np.issubdtype(cohorts.dtype, np.integer):
-            raise InvalidReportError("rappor.cohorts", str(cohorts.dtype), "an integer dtype")
-        n = cohorts.shape[0]
-        check_count("count", n)
-        check_indices(cohorts, params.m, "rappor.cohorts", "a cohort")
-        bits = check_bit_rows("rappor.bits", columns[1], n, params.k)
-        msg.count = n
-        msg.rappor.cohorts = cohorts.astype(_U32_LE).tobytes()
-        msg.rappor.bits = np.ascontiguousarray(bits).tobytes()
-    elif isinstance(params, PairedParams):  # issue 5
-        _paired_wire.batch_to_proto(msg, params, columns)
-    else:
-        field = _BATCH_FIELD[params.name]
-        bits = check_bit_rows(field, columns, None, params.k)
-        check_count("count", bits.shape[0])
-        msg.count = bits.shape[0]
-        setattr(msg, field, np.ascontiguousarray(bits).tobytes())
+    spec.batch_to_proto(msg, params, columns)
     return msg
 
 
 # ------------------------------------------------------------------------------------ single reports
-
-
-def _rappor_value(field: str, report: object, params: RapporParams) -> tuple[int, bytes]:
-    missing = object()
-    cohort, bits = getattr(report, "cohort", missing), getattr(report, "bits", missing)
-    if cohort is missing or bits is missing:
-        raise InvalidReportError(field, report, "a RapporReport(cohort, bits)")
-    allowed = f"a cohort in [0, {params.m - 1}]"
-    c = as_int(f"{field}.cohort", cohort, allowed)
-    if not 0 <= c < params.m:
-        raise InvalidReportError(f"{field}.cohort", c, allowed)
-    return c, packed_value(f"{field}.bits", bits, params.k)
 
 
 def report_to_proto(
@@ -597,23 +410,11 @@ def report_to_proto(
     ``report`` is what the mechanism's ``encode`` returns: rr a bool; grr an index; rappor a
     ``RapporReport(cohort, bits)``; basic-rappor an int of d bits; boolean-rappor 0 or 1.
     """
-    spec = registry.find(params)
-    if spec is not None:
-        _check_id("campaign_id", campaign_id, InvalidReportError)
-        _check_id("report_id", report_id, InvalidReportError)
-        msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
-        spec.report_to_proto(msg, params, report)
-        return msg
-    params = _unported(params)
+    spec = _spec(params)
     _check_id("campaign_id", campaign_id, InvalidReportError)
     _check_id("report_id", report_id, InvalidReportError)
     msg = reports_pb2.Report(campaign_id=campaign_id, report_id=report_id)
-    if isinstance(params, RapporParams):
-        msg.rappor.cohort, msg.rappor.bits = _rappor_value("report", report, params)
-    elif isinstance(params, PairedParams):  # issue 5
-        _paired_wire.report_to_proto(msg, params, report)
-    else:
-        setattr(msg, _REPORT_FIELD[params.name], packed_value("report", report, params.k))
+    spec.report_to_proto(msg, params, report)
     return msg
 
 
@@ -629,23 +430,9 @@ def report_from_proto(
         InvalidReportError: naming the field and value (``report_id``, ``value``, ``grr_index``,
             ``rappor.cohort``, ``len(rappor.bits)``, ``basic_bits[0]``, ...).
     """
-    import numpy as np
-
-    spec = registry.find(params)
-    if spec is not None:
-        _check_report_header(msg, spec.wire_names(params).report, params.name, campaign_id)
-        return spec.report_from_proto(msg, params)  # type: ignore[no-any-return]
-    params = _unported(params)
-    expected = _REPORT_FIELD[params.name]
-    _check_report_header(msg, expected, params.name, campaign_id)
-    if isinstance(params, RapporParams):
-        if msg.rappor.cohort >= params.m:
-            raise InvalidReportError("rappor.cohort", msg.rappor.cohort, f"a cohort in [0, {params.m - 1}]")
-        bits = decode_bit_rows(msg.rappor.bits, 1, params.k, "rappor.bits", name_row=False)
-        return np.array([msg.rappor.cohort], dtype=np.uint32), bits
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.report_from_proto(msg, params)
-    return decode_bit_rows(getattr(msg, expected), 1, params.k, expected, name_row=False)
+    spec = _spec(params)
+    _check_report_header(msg, spec.wire_names(params).report, params.name, campaign_id)
+    return spec.report_from_proto(msg, params)  # type: ignore[no-any-return]
 
 
 def _check_report_header(msg: reports_pb2.Report, expected: str, name: str, campaign_id: str | None) -> None:
@@ -672,28 +459,6 @@ def batch_from_reports(
         InvalidReportError: no reports, or ``reports[i]`` (or ``reports[i].cohort``/``.bits``) does not fit
             ``params``.
     """
-    import numpy as np
-
-    spec = registry.find(params)
-    if spec is not None:
-        check_count("reports", len(reports))
-        return spec.batch_from_reports(params, reports)  # type: ignore[no-any-return]
-    params = _unported(params)
-    n = len(reports)
-    check_count("reports", n)
-    if isinstance(params, RapporParams):
-        pairs = [_rappor_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
-        cohorts = np.array([c for c, _ in pairs], dtype=np.uint32)
-        return cohorts, _rows_array([b for _, b in pairs], params.num_bytes)
-    if isinstance(params, PairedParams):  # issue 5
-        return _paired_wire.batch_from_reports(params, reports)
-    return _rows_array(
-        [packed_value(f"reports[{i}]", r, params.k) for i, r in enumerate(reports)], params.num_bytes
-    )
-
-
-def _rows_array(rows: list[bytes], nbytes: int) -> NDArray[np.uint8]:
-    import numpy as np
-
-    # A bytearray buffer, so the rows are writable like any other client-side array.
-    return np.frombuffer(bytearray(b"".join(rows)), dtype=np.uint8).reshape(len(rows), nbytes)
+    spec = _spec(params)
+    check_count("reports", len(reports))
+    return spec.batch_from_reports(params, reports)  # type: ignore[no-any-return]

@@ -38,20 +38,35 @@ from ldp_aggregator.estimators import normal_quantile
 from ldp_aggregator.paired_accumulator import PairedAccumulator
 from ldp_client import wire
 from ldp_client.errors import InvalidParameterError
-from ldp_client.mechanisms.paired import encode_batch_paired
-from ldp_client.params import (
-    BinaryRRParams,
-    BooleanRapporParams,
-    GRRParams,
-    PairedParams,
-    PairedSide,
-    RapporParams,
-)
+from ldp_client.mechanisms.paired import PairedParams, PairedSide, encode_batch_paired, side_spec
+from ldp_client.spec import Kind
 from simulations.populations import parse_categorical_population
 
-__all__ = ["AssociationConfig", "AssociationSimResult", "describe", "simulate_association"]
+__all__ = [
+    "DEFAULT_STRING_VALUES",
+    "AssociationConfig",
+    "AssociationSimResult",
+    "association_table",
+    "describe",
+    "side_domain",
+    "simulate_association",
+]
 
 _CHUNK = 1 << 18
+DEFAULT_STRING_VALUES = 5
+"""Values of a string-RAPPOR side's population unless given (``ldp-sim associate --domain``'s default)."""
+
+
+def side_domain(params: PairedSide, given: int | None = None) -> int:
+    """The number of values of a side's population: fixed by its mechanism (rr, boolean RAPPOR: 2),
+    declared by its parameters (grr, basic RAPPOR: the domain), else ``given`` (string RAPPOR, default
+    :data:`DEFAULT_STRING_VALUES`)."""
+    spec = side_spec(params)
+    if spec.fixed_domain_size is not None:
+        return spec.fixed_domain_size
+    if spec.takes_domain:
+        return len(spec.items(params))
+    return DEFAULT_STRING_VALUES if given is None else given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,8 +125,9 @@ class AssociationConfig:
                 raise InvalidParameterError(name, value, "a number in (0, 1)")
         for side, d in zip(("first", "second"), (self.first_domain, self.second_domain), strict=True):
             side_params = getattr(self.params, side)
-            if isinstance(side_params, BinaryRRParams | BooleanRapporParams) and d != 2:
-                raise InvalidParameterError(f"{side}_domain", d, f"2 for a {side_params.name} side")
+            fixed = side_spec(side_params).fixed_domain_size
+            if fixed is not None and d != fixed:
+                raise InvalidParameterError(f"{side}_domain", d, f"{fixed} for a {side_params.name} side")
             declared = getattr(getattr(side_params, "domain", None), "size", None)
             if declared is not None and declared != d:
                 raise InvalidParameterError(f"{side}_domain", d, f"{declared}, the side's declared domain")
@@ -157,17 +173,11 @@ class AssociationSimResult:
         }
 
 
-def _side_values(params: PairedSide, values: NDArray[np.int64]) -> NDArray[Any]:
-    if isinstance(params, BinaryRRParams | BooleanRapporParams):
-        return np.asarray(values == 1)
-    return values
-
-
 def _labels(params: PairedSide, population: str, domain: int) -> tuple[str, ...]:
-    if isinstance(params, RapporParams):
+    """The strings a string-RAPPOR side's users hold (its candidates are those, and extra false ones); ()
+    for a side whose values are its declared items (population value i is the side's item i)."""
+    if side_spec(params).kind is Kind.RAPPOR:
         return parse_categorical_population(population).labels(domain)
-    if isinstance(params, GRRParams):
-        return tuple(params.domain.label(i) for i in range(domain))
     return ()
 
 
@@ -275,8 +285,8 @@ def simulate_association(cfg: AssociationConfig) -> AssociationSimResult:
             cols = encode_batch_paired(
                 params,
                 campaign_id=cid,
-                first_values=_side_values(params.first, u),
-                second_values=_side_values(params.second, v),
+                first_values=u,
+                second_values=v,
                 rng=rng,
                 first_labels=labels[0] or None,
                 second_labels=labels[1] or None,
@@ -321,6 +331,33 @@ def simulate_association(cfg: AssociationConfig) -> AssociationSimResult:
         covered=np.stack(covs),
         p_values=np.array(pvals),
     )
+
+
+def association_table(result: AssociationSimResult) -> Any:
+    """A rich Table of every cell: truth, mean estimate, mean SE, observed SD (several repeats), coverage."""
+    from rich.table import Table
+
+    params = result.config.params
+    table = Table(title=f"joint distribution: {params.first.name} (rows) x {params.second.name} (columns)")
+    table.add_column("cell")
+    for col in ("truth", "mean estimate", "mean SE", "observed SD", "coverage"):
+        table.add_column(col, justify="right")
+    truth = result.truth.mean(axis=0)
+    est = result.estimates.mean(axis=0)
+    se = result.std_errors.mean(axis=0)
+    sd = result.estimates.std(axis=0, ddof=1) if result.config.repeats > 1 else None
+    cover = result.covered.mean(axis=0)
+    for i, r in enumerate(result.row_labels):
+        for j, c in enumerate(result.col_labels):
+            table.add_row(
+                f"{r} x {c}",
+                f"{truth[i, j]:.4f}",
+                f"{est[i, j]:.4f}",
+                f"{se[i, j]:.4f}",
+                "" if sd is None else f"{sd[i, j]:.4f}",
+                f"{cover[i, j]:.2f}",
+            )
+    return table
 
 
 def describe(result: AssociationSimResult) -> list[str]:

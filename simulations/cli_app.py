@@ -39,7 +39,7 @@ from ldp_aggregator.client_access import (
 )
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
-from ldp_client.params import MECHANISM_NAMES, PairedParams
+from ldp_client.params import MECHANISM_NAMES
 from ldp_client.spec import Kind
 from simulations.runners import (
     ProgressFn,
@@ -297,17 +297,20 @@ def _config(**kwargs: Any) -> SimulationConfig:
         _bad_option(exc)
 
 
-# The mechanisms `ldp-sim run` offers: every one make_params builds but paired campaigns, which `ldp-sim
-# associate` simulates; those of kind MEAN (ldp_client.registry) run as means (simulations.numeric).
+# The mechanisms `ldp-sim run` offers: every one make_params builds; those of kind MEAN (ldp_client.registry)
+# run as means (simulations.numeric), paired campaigns (kind PAIRED) as `ldp-sim associate` does.
 _MEAN_NAMES = [s.name for s in registry.SPECS if s.kind is Kind.MEAN]
-_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in _MEAN_NAMES and n != PairedParams.name]
+_PAIRED_NAMES = [s.name for s in registry.SPECS if s.kind is Kind.PAIRED]
+_FREQUENCY_NAMES = [n for n in MECHANISM_NAMES if n not in _MEAN_NAMES and n not in _PAIRED_NAMES]
 MechanismOpt = Annotated[
     str,
     typer.Option(
         "--mechanism",
         "-m",
         help=f"{', '.join(_FREQUENCY_NAMES)}, or auto (the lowest-variance frequency oracle; --param "
-        f"max_report_bits=B); means (run only): {', '.join(_MEAN_NAMES)}.",
+        f"max_report_bits=B); means (run only): {', '.join(_MEAN_NAMES)}; two variables (run "
+        f"only: {', '.join(_PAIRED_NAMES)}, --param first=MECH --param first.NAME=VALUE ..., the association "
+        "as ldp-sim associate).",
     ),
 ]
 PopulationOpt = Annotated[

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ldp_aggregator.cli_common import param_error_text
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, LdpError
-from ldp_client.params import PairedParams, make_params
-from simulations.association import AssociationConfig, describe, simulate_association
+from ldp_client.mechanisms.paired import PairedParams
+from ldp_client.params import make_params
+from simulations.association import AssociationConfig, association_table, describe, simulate_association
 from simulations.cli_app import (
     JsonOpt,
     JsonOutOpt,
@@ -65,7 +66,8 @@ def associate_cmd(
     fields["second"] = second
     # A declared-domain side (grr, basic-rappor) takes the simulated domain unless given explicitly.
     for side, mech, d in (("first", first, domain), ("second", second, second_domain)):
-        if mech in ("grr", "basic-rappor"):
+        spec = registry.find_named(mech)
+        if spec is not None and spec.takes_domain:
             fields.setdefault(f"{side}.domain", str(d))
     try:
         params = make_params("paired", fields=fields)
@@ -92,25 +94,7 @@ def associate_cmd(
     if as_json:
         _emit_json(result.to_dict(), as_json, json_out)
         return
-    table = Table(title=f"joint distribution: {first} (rows) x {second} (columns)")
-    table.add_column("cell")
-    for col in ("truth", "mean estimate", "mean SE", "observed SD", "coverage"):
-        table.add_column(col, justify="right")
-    truth = result.truth.mean(axis=0)
-    est = result.estimates.mean(axis=0)
-    se = result.std_errors.mean(axis=0)
-    sd = result.estimates.std(axis=0, ddof=1) if repeat > 1 else None
-    cover = result.covered.mean(axis=0)
-    for i, r in enumerate(result.row_labels):
-        for j, c in enumerate(result.col_labels):
-            table.add_row(
-                f"{r} x {c}",
-                f"{truth[i, j]:.4f}",
-                f"{est[i, j]:.4f}",
-                f"{se[i, j]:.4f}",
-                "" if sd is None else f"{sd[i, j]:.4f}",
-                f"{cover[i, j]:.2f}",
-            )
+    table = association_table(result)
     out = _out()
     out.print(table)
     for line in describe(result):

@@ -11,7 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from ldp_aggregator.cli_common import TlsCaOpt, TlsCertOpt, TlsKeyOpt
+from ldp_client import registry, wire
 from ldp_client.errors import InvalidParameterError, LdpError
+from ldp_client.mechanisms.paired import PairedParams
+from ldp_client.spec import Kind
 from simulations.cli_app import (
     AlphaOpt,
     BatchOpt,
@@ -90,6 +93,29 @@ def run_cmd(
     from simulations.report import items_table, metrics_table, run_header_table, run_to_dict
 
     _check_outputs(json_out, plot)
+    spec = registry.find_named(mechanism)
+    if spec is not None and spec.kind is Kind.PAIRED:  # issue 14: two variables, their association
+        refused = [
+            name
+            for name, given in (
+                ("--mode grpc", mode == "grpc"),
+                ("--server", server is not None),
+                ("--candidates", candidates is not None),
+                ("--epsilon", epsilon is not None),
+                ("--plot", plot is not None),
+            )
+            if given
+        ]
+        if refused:
+            _fail(
+                f"invalid {refused[0]}: not for {mechanism} (its association is simulated in process, and "
+                "each side takes its own fields: --param first.epsilon=..., as ldp-sim associate)"
+            )
+        _run_paired(
+            mechanism, population, domain, users, param, mode, seed, repeat, confidence, alpha, campaign_id,
+            as_json, json_out,
+        )  # fmt: skip
+        return
     access, reporter_access = _client_access(
         ctx,
         mode,
@@ -162,6 +188,82 @@ def _run_numeric(
     _emit_json(numeric_to_dict(result), as_json, json_out)
     if plot is not None:
         _write(lambda: plot_numeric(result, plot), "--plot", plot)
+
+
+def _run_paired(
+    mechanism: str,
+    population: str,
+    domain: int | None,
+    users: int,
+    param: list[str] | None,
+    mode: str,
+    seed: int,
+    repeat: int,
+    confidence: float,
+    alpha: float,
+    campaign_id: str,
+    as_json: bool,
+    json_out: Path | None,
+) -> None:
+    """``run`` for a paired campaign (kind PAIRED): the association simulation of ``ldp-sim associate``,
+    the first variable over ``--population`` and the second uniform, each over its side's values (a
+    string-RAPPOR side: ``--domain``). Every report is encoded, in either mode."""
+    import time
+
+    from ldp_client.params import make_params
+    from simulations.association import (
+        AssociationConfig,
+        association_table,
+        describe,
+        side_domain,
+        simulate_association,
+    )
+
+    started = time.perf_counter()
+    try:
+        params = make_params(mechanism, fields=dict(_parse_params(param or [])))
+        if not isinstance(params, PairedParams):  # unreachable: the kind is PAIRED
+            raise InvalidParameterError("mechanism", mechanism, "a paired mechanism")
+        cfg = AssociationConfig(
+            params=params,
+            first_population=population,
+            second_population="uniform",
+            first_domain=side_domain(params.first, domain),
+            second_domain=side_domain(params.second, domain),
+            n_users=users,
+            repeats=repeat,
+            seed=seed,
+            confidence=confidence,
+            alpha=alpha,
+            campaign_id=campaign_id,
+        )
+        result = simulate_association(cfg)
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc)
+    summary = {
+        "format": "ldp-sim.association-run.v1",
+        "mechanism": mechanism,
+        "first": params.first.name,
+        "second": params.second.name,
+        "epsilon": params.epsilon,
+        "epsilon_inf": wire.epsilon_inf(params),
+        "mode": mode,
+        "population": population,
+        "domains": [cfg.first_domain, cfg.second_domain],
+        "n_users": users,
+        "repeats": repeat,
+        "seed": seed,
+        "confidence": confidence,
+        "elapsed_s": time.perf_counter() - started,
+    }
+    if not as_json:
+        out = _out()
+        out.print(association_table(result))
+        for line in describe(result):
+            out.print(line)
+    _emit_json({"summary": summary, "association": result.to_dict()}, as_json, json_out)
 
 
 def _oracle_notes(result: Any) -> None:

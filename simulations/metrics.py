@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
-from ldp_client.params import (
-    BasicRapporParams,
-    BooleanRapporParams,
-    MechanismParams,
-    UnportedParams,
-)
+from ldp_client.params import MechanismParams
 from ldp_client.spec import Kind
 
 __all__ = [
@@ -272,23 +266,16 @@ conservative, and a single run's errors are skewed (a Poisson count of mean < 10
 def _support_rates(params: MechanismParams) -> list[tuple[float, float]]:
     """(p*, q*) of each kind of item of a pure frequency oracle; [] where the score interval is not used
     (string RAPPOR, numeric and paired mechanisms)."""
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its Support rates (kind SUPPORT only)
-        if spec.kind is not Kind.SUPPORT:
-            return []
-        p_star, q_star = spec.support_rates(params)
-        if np.ndim(p_star) == 0 and np.ndim(q_star) == 0:
-            return [(float(p_star), float(q_star))]  # type: ignore[arg-type]
-        items = len(spec.items(params))
-        p_items = np.broadcast_to(np.asarray(p_star, dtype=np.float64), (items,)).tolist()
-        q_items = np.broadcast_to(np.asarray(q_star, dtype=np.float64), (items,)).tolist()
-        return list(zip(p_items, q_items, strict=True))
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, BasicRapporParams):
-        return [(params.q_star, params.p_star)]
-    if isinstance(params, BooleanRapporParams):
-        return [(params.q_star, params.p_star), (1.0 - params.p_star, 1.0 - params.q_star)]
-    return []
+    spec = registry.spec_for(params)  # its Support rates (kind SUPPORT only)
+    if spec.kind is not Kind.SUPPORT:
+        return []
+    p_star, q_star = spec.support_rates(params)
+    if np.ndim(p_star) == 0 and np.ndim(q_star) == 0:
+        return [(float(p_star), float(q_star))]  # type: ignore[arg-type]
+    items = len(spec.items(params))
+    p_items = np.broadcast_to(np.asarray(p_star, dtype=np.float64), (items,)).tolist()
+    q_items = np.broadcast_to(np.asarray(q_star, dtype=np.float64), (items,)).tolist()
+    return list(zip(p_items, q_items, strict=True))
 
 
 def interval_warning(params: MechanismParams, n: int) -> str | None:

@@ -24,8 +24,6 @@ __all__ = ["MAX_HR_CELLS", "has_sum_sampler", "sample_hr_counts", "sample_ue_sup
 def has_sum_sampler(params: MechanismParams) -> bool:
     """Whether the sum runner samples a campaign's sums exactly (else it encodes every report).
 
-    A registered mechanism has one when its spec offers one (``spec.sum_sampler``); the mechanisms not yet
-    registered (the RAPPOR variants) all have theirs in :mod:`simulations.sampling`.
+    A mechanism has one when its spec offers one (``spec.sum_sampler``).
     """
-    spec = registry.find(params)
-    return spec is None or spec.sum_sampler(params) is not None
+    return registry.spec_for(params).sum_sampler(params) is not None

@@ -73,7 +73,9 @@ def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
 
 
 def params_to_dict(params: MechanismParams) -> dict[str, Any]:
-    """The parameter dataclass's init fields (a domain as its size), plus RAPPOR's effective rates."""
+    """The parameter dataclass's init fields (a domain as its size), plus the effective rates: an
+    oracle's support rates (``q_star``, ``p_star``), RAPPOR's bit rates (``prob_one_if_set``,
+    ``prob_one_if_clear``)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(params):
         if not f.init:
@@ -83,10 +85,10 @@ def params_to_dict(params: MechanismParams) -> dict[str, Any]:
             out[f.name] = {"mechanism": value.name, **params_to_dict(value)}
             continue
         out[f.name] = value.size if isinstance(value, Domain) else value
-    q_star = getattr(params, "q_star", None)
-    if q_star is not None:
-        out["q_star"] = q_star
-        out["p_star"] = params.p_star  # type: ignore[union-attr]  # present with q_star
+    for rate in ("q_star", "p_star", "prob_one_if_set", "prob_one_if_clear"):
+        value = getattr(params, rate, None)
+        if value is not None:
+            out[rate] = value
     return out
 
 

@@ -86,25 +86,13 @@ from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.params import (
     AUTO_MECHANISM,
     MECHANISM_NAMES,
-    BasicRapporParams,
-    BooleanRapporParams,
     MechanismParams,
-    PairedParams,
-    RapporParams,
-    UnportedParams,
     make_params,
 )
 from ldp_client.spec import Kind
 from simulations.metrics import Metrics, compute_metrics
 from simulations.oracle_sampling import has_sum_sampler
 from simulations.populations import CategoricalPopulation, EmpiricalPopulation, parse_categorical_population
-from simulations.sampling import (
-    basic_rappor_set_counts,
-    bloom_position_table,
-    boolean_rappor_set_counts,
-    sample_rappor_bits,
-    sample_rappor_counts,
-)
 
 if TYPE_CHECKING:
     import grpc
@@ -149,8 +137,6 @@ _MAX_BATCH_BYTES = 8 * 1024 * 1024
 # Batches per worker task: tasks (not workers) fix how users are split, so results for a given seed do not
 # depend on the number of workers.
 _BATCHES_PER_TASK = 2
-# The sum runner precomputes RAPPOR Bloom positions for every (cohort, label) up to this many hashes.
-_MAX_POSITION_TABLE = 1 << 22
 _MAX_USERS = 1 << 53  # counts stay exact in float64 estimators
 # Users of the pilot run that sizes N for a target error. The sum runner's cost does not depend on N, and at
 # this size the estimator's plug-in variances are those at the true frequencies to a few parts in 10^5.
@@ -161,8 +147,6 @@ _PER_REPORT_PILOT_USERS = 10**6
 # kinds this runner simulates: simulations.numeric runs those of kind MEAN with its own client).
 _STATELESS = tuple(s.name for s in registry.SPECS if not s.per_device_state and s.kind is not Kind.MEAN)
 _STATELESS_TEXT = " and ".join(", ".join(_STATELESS).rsplit(", ", 1))
-# Mechanisms not yet registered whose population has a fixed number of values (0 = false, 1 = true).
-_UNPORTED_FIXED_DOMAIN = {"boolean-rappor": 2}
 _SUBMIT_ATTEMPTS = 6
 _RPC_TIMEOUT_S = 120.0
 _CONNECT_TIMEOUT_S = 15.0
@@ -301,7 +285,7 @@ class SimulationConfig:
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISM_NAMES and self.mechanism != AUTO_MECHANISM:  # issue 6: auto
             raise InvalidParameterError("mechanism", self.mechanism, f"one of {', '.join(MECHANISM_NAMES)}")
-        if self.mechanism == PairedParams.name:  # issue 5: two variables per report
+        if _kind(self.mechanism) is Kind.PAIRED:  # issue 5: two variables per report
             raise InvalidParameterError(
                 "mechanism", self.mechanism, "one variable per report (for paired: ldp-sim associate)"
             )
@@ -326,7 +310,7 @@ class SimulationConfig:
             if isinstance(self.candidates, str | bytes) or not isinstance(self.candidates, Sequence):
                 raise InvalidParameterError("candidates", self.candidates, "a sequence of candidate strings")
             cands = tuple(self.candidates)
-            if self.mechanism != "rappor":
+            if _kind(self.mechanism) is not Kind.RAPPOR:
                 raise InvalidParameterError(
                     "candidates", f"{len(cands)} candidates", f"none for {self.mechanism} (only for rappor)"
                 )
@@ -413,12 +397,21 @@ class PreparedSimulation:
         return out
 
 
+def _kind(mechanism: str) -> Kind | None:
+    """How the server estimates a registered mechanism (None: not registered, or auto)."""
+    spec = registry.find_named(mechanism)
+    return None if spec is None else spec.kind
+
+
+def _estimates_candidates(params: MechanismParams) -> bool:
+    """The mechanism estimates candidate strings (kind RAPPOR: string RAPPOR), not a declared domain."""
+    return registry.spec_for(params).kind is Kind.RAPPOR
+
+
 def _fixed_domain_size(mechanism: str) -> int | None:
     """The number of population values a mechanism fixes (rr: 2), or None."""
     spec = registry.find_named(mechanism)
-    if spec is not None:
-        return spec.fixed_domain_size
-    return _UNPORTED_FIXED_DOMAIN.get(mechanism)
+    return None if spec is None else spec.fixed_domain_size
 
 
 def _default_domain(config: SimulationConfig, population: CategoricalPopulation) -> int:
@@ -440,22 +433,16 @@ def _default_domain(config: SimulationConfig, population: CategoricalPopulation)
 def _build_params(config: SimulationConfig, domain_size: int) -> MechanismParams:
     mech = config.mechanism
     fields_ = config.param_fields
-    spec = registry.find_named(mech)
-    if spec is not None:  # a registered mechanism: its spec says what it needs
+    spec = registry.find_named(mech)  # None for auto (issue 6) or an unknown name (make_params refuses it)
+    if spec is not None:
         alternative = spec.epsilon_field
         if alternative is not None and config.epsilon is None and alternative not in fields_:
             raise InvalidParameterError(
                 "epsilon", None, f"an epsilon > 0 for {mech} (or set --param {alternative}=...)"
             )
-        takes_domain = spec.takes_domain
-    else:
-        # Issue 6: auto (which picks a frequency oracle) declares the domain as the oracles do.
-        takes_domain = mech in ("basic-rappor", AUTO_MECHANISM)
+    # auto picks a frequency oracle, and declares the domain as the oracles do.
+    takes_domain = spec.takes_domain if spec is not None else mech == AUTO_MECHANISM
     try:
-        if spec is not None:
-            return spec.make(  # type: ignore[no-any-return]
-                epsilon=config.epsilon, domain=domain_size if takes_domain else None, fields=dict(fields_)
-            )
         return make_params(
             mech,
             epsilon=config.epsilon,
@@ -502,7 +489,7 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
     except InvalidParameterError as exc:
         raise InvalidParameterError("domain", d, exc.allowed) from exc
     params = _build_params(config, d)
-    if isinstance(params, RapporParams):
+    if _estimates_candidates(params):
         items = tuple(config.candidates) if config.candidates is not None else labels
         where = {label: i for i, label in enumerate(labels)}
         index = np.array([where.get(c, -1) for c in items], dtype=np.int64)
@@ -636,9 +623,9 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
     """The aggregator's estimator on ``acc`` (the same functions the Analyst service calls)."""
     params = prep.params
     conf = prep.config.confidence
-    if isinstance(params, RapporParams):
+    if _estimates_candidates(params):
         if not isinstance(acc, BitCountAccumulator):  # accumulator_for(params) made it; narrows the type
-            raise SimulationError(f"internal: {type(acc).__name__} for rappor")
+            raise SimulationError(f"internal: {type(acc).__name__} for {params.name}")
         if prep.config.candidates is not None:
             # A candidate dictionary (issue 5): the full decoder (LASSO selection, constrained refit,
             # calibrated intervals, detection), as Analyst.DecodeRappor answers. Without one the items are
@@ -646,7 +633,7 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
             from ldp_aggregator.rappor_decode import decode_rappor
 
             dec = decode_rappor(
-                params,
+                params,  # type: ignore[arg-type]
                 acc,
                 campaign_id=prep.config.campaign_id,
                 candidates=prep.items,
@@ -663,7 +650,11 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
                 detected=dec.detected,
             )
         est = estimate_rappor_candidates(
-            params, acc, campaign_id=prep.config.campaign_id, candidates=prep.items, confidence=conf
+            params,  # type: ignore[arg-type]
+            acc,
+            campaign_id=prep.config.campaign_id,
+            candidates=prep.items,
+            confidence=conf,
         )
     else:
         est = estimate_frequencies(params, acc, confidence=conf)
@@ -681,68 +672,23 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
 # ------------------------------------------------------------------------------------------- sum runner
 
 
-def _sum_repeat(
-    prep: PreparedSimulation,
-    rng: np.random.Generator,
-    position_table: NDArray[np.int64] | None,
-    sampler: SumSampler | None = None,
-) -> _Outcome:
-    params = prep.params
-    if sampler is not None:  # a registered mechanism: its spec's exact sampler of the layout's sums
-        counts = prep.population.sample_counts(prep.config.n_users, prep.domain_size, rng)
-        sums = sampler(counts, rng, campaign_id=prep.config.campaign_id, labels=prep.value_labels)
-        return _estimate(prep, accumulator_from_sums(params, sums), prep.item_truth(counts))
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    n, d = prep.config.n_users, prep.domain_size
-    counts = prep.population.sample_counts(n, d, rng)
-    acc = accumulator_for(params)
-    if isinstance(params, RapporParams):
-        ones, reports = sample_rappor_counts(
-            params,
-            campaign_id=prep.config.campaign_id,
-            labels=prep.value_labels,
-            true_counts=counts,
-            rng=rng,
-            position_table=position_table,
-        )
-        acc += BitCountAccumulator(reports, ones)
-    elif isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
-        raise SimulationError("internal: paired campaigns are simulated by simulations.association")
-    else:
-        if isinstance(params, BasicRapporParams):
-            set_counts, reports = basic_rappor_set_counts(counts)
-        else:
-            set_counts, reports = boolean_rappor_set_counts(counts)
-        acc += BitCountAccumulator(reports, sample_rappor_bits(params, set_counts, reports, rng))
-    return _estimate(prep, acc, prep.item_truth(counts))
+def _sum_repeat(prep: PreparedSimulation, rng: np.random.Generator, sampler: SumSampler) -> _Outcome:
+    """One repeat from the spec's exact sampler of the layout's sums."""
+    counts = prep.population.sample_counts(prep.config.n_users, prep.domain_size, rng)
+    sums = sampler(counts, rng, campaign_id=prep.config.campaign_id, labels=prep.value_labels)
+    return _estimate(prep, accumulator_from_sums(prep.params, sums), prep.item_truth(counts))
 
 
 def _run_sum(
     prep: PreparedSimulation, seeds: list[np.random.SeedSequence], progress: ProgressFn | None
 ) -> list[_Outcome]:
     params = prep.params
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its exact sampler, if it has one
-        sampler = spec.sum_sampler(params)
-        if sampler is None:
-            return _run_report(prep, seeds, progress)
-        out = []
-        for seed in seeds:
-            out.append(_sum_repeat(prep, np.random.default_rng(seed), None, sampler))
-            if progress is not None:
-                progress(prep.config.n_users)
-        return out
-    table = None
-    if (
-        isinstance(params, RapporParams)
-        and len(seeds) > 1
-        and params.m * prep.domain_size <= _MAX_POSITION_TABLE
-    ):
-        # Hash every (cohort, label) once for all repeats instead of once per repeat.
-        table = bloom_position_table(params, campaign_id=prep.config.campaign_id, labels=prep.value_labels)
+    sampler = registry.spec_for(params).sum_sampler(params)
+    if sampler is None:  # no exact sampler: every report is encoded
+        return _run_report(prep, seeds, progress)
     out = []
     for seed in seeds:
-        out.append(_sum_repeat(prep, np.random.default_rng(seed), table))
+        out.append(_sum_repeat(prep, np.random.default_rng(seed), sampler))
         if progress is not None:
             progress(prep.config.n_users)
     return out
@@ -760,19 +706,8 @@ def _encode_columns(
     labels: Sequence[str],
 ) -> Any:
     """One report per user with the client's batch encoder: the contract's columns for ``params``."""
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its spec's batch encoder
-        return spec.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    from ldp_client.mechanisms.rappor import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
-
-    if isinstance(params, RapporParams):
-        return encode_batch_rappor(params, campaign_id=campaign_id, values=values, labels=labels, rng=rng)
-    if isinstance(params, BasicRapporParams):
-        return encode_batch_basic(params, values, rng)
-    if isinstance(params, PairedParams):  # issue 5: unreachable, SimulationConfig refuses paired
-        raise SimulationError("internal: paired campaigns are simulated by simulations.association")
-    return encode_batch_boolean(params, values == 1, rng)
+    spec = registry.spec_for(params)
+    return spec.encode_batch(params, values, rng, campaign_id=campaign_id, labels=labels)
 
 
 def _report_repeat(
@@ -954,7 +889,7 @@ def _outcome_from_proto(
             f"campaign {campaign_id!r}: the aggregator returned {len(items)} items, "
             f"expected {len(prep.items)}"
         )
-    if isinstance(prep.params, RapporParams) and [it.label for it in items] != list(prep.items):
+    if _estimates_candidates(prep.params) and [it.label for it in items] != list(prep.items):
         raise SimulationError(f"campaign {campaign_id!r}: the aggregator returned other candidates")
     return _Outcome(
         truth=truth,
@@ -1104,7 +1039,7 @@ def _run_grpc(
     cfg = prep.config
     params = prep.params
     batch_size = max(1, min(cfg.batch_size, _MAX_BATCH_BYTES // _row_bytes(params)))
-    labels = prep.value_labels if isinstance(params, RapporParams) else ()
+    labels = prep.value_labels if _estimates_candidates(params) else ()
     outcomes: list[_Outcome] = []
     with contextlib.ExitStack() as stack:
         session = stack.enter_context(aggregator_session(cfg.server, cfg.access, cfg.reporter_access))
@@ -1123,7 +1058,7 @@ def _run_grpc(
                 params=params,
                 description=f"ldp-sim: {cfg.mechanism} on {cfg.population}, {cfg.n_users} users, repeat {r}",
                 # String RAPPOR: the candidate dictionary lives with the campaign, as an operator sets it.
-                candidates=list(prep.items) if isinstance(params, RapporParams) else (),
+                candidates=list(prep.items) if _estimates_candidates(params) else (),
             )
             try:
                 analyst.CreateCampaign(
@@ -1176,11 +1111,11 @@ def _run_grpc(
                 )
             request = estimates_pb2.EstimateRequest(
                 campaign_id=campaign_id,
-                candidates=list(prep.items) if isinstance(params, RapporParams) else [],
+                candidates=list(prep.items) if _estimates_candidates(params) else [],
                 confidence=cfg.confidence,
             )
             resp = get_estimate_checked(analyst, target, request, cfg.n_users)
-            if isinstance(params, RapporParams) and cfg.candidates is not None:
+            if _estimates_candidates(params) and cfg.candidates is not None:
                 # A candidate dictionary (issue 5): the full decoder, through Analyst.DecodeRappor.
                 outcomes.append(_decoded_outcome(analyst, prep, campaign_id, prep.item_truth(counts), target))
                 continue
@@ -1190,15 +1125,8 @@ def _run_grpc(
 
 def _row_bytes(params: MechanismParams) -> int:
     """Bytes of one report in a batch message (rr packs 8 per byte: counted as 1, an upper bound)."""
-    spec = registry.find(params)
-    if spec is not None:  # a registered mechanism: its journal row, an upper bound on its batch bytes
-        return sum(f.width for f in spec.row_fields(params))
-    params = cast(UnportedParams, params)  # the older code of mechanisms not yet registered
-    if isinstance(params, RapporParams):
-        return 4 + params.num_bytes
-    if isinstance(params, PairedParams):  # issue 5: both sides' rows
-        return _row_bytes(params.first) + _row_bytes(params.second)
-    return int(params.num_bytes)
+    # The journal row: an upper bound on its batch bytes.
+    return sum(f.width for f in registry.spec_for(params).row_fields(params))
 
 
 # ------------------------------------------------------------------------------------------- simulate
@@ -1233,7 +1161,7 @@ def simulate(config: SimulationConfig, *, progress: ProgressFn | None = None) ->
     n_reports = np.array([o.n_reports for o in outcomes], dtype=np.int64)
     detected = None
     z = None
-    if isinstance(prep.params, RapporParams):
+    if _estimates_candidates(prep.params):
         z = _detection_z(config.detection_alpha, len(prep.items))
         detected = (se > 0) & (est > z * se)
         if all(o.detected is not None for o in outcomes):  # the full decoder's own test (issue 5)
@@ -1335,17 +1263,13 @@ def required_users(pilot: SimulationResult, target_error: float, metric: ErrorMe
     return n, e0 * math.sqrt(n0 / n)
 
 
-# Mechanisms not yet registered (a registered one's fields are those of its spec.params_type).
-_PARAM_CLASSES: dict[str, type[MechanismParams]] = {
-    cls.name: cls for cls in (RapporParams, BasicRapporParams, BooleanRapporParams)
-}
-
-
 def _sweep_axes(mechanism: str) -> tuple[str, ...]:
-    spec = registry.find_named(mechanism)
-    # None for auto (issue 6): no mechanism fields to sweep.
-    cls = spec.params_type if spec is not None else _PARAM_CLASSES.get(mechanism)
-    names = [f.name for f in fields(cls) if f.init and f.name not in ("domain", "inner")] if cls else []
+    spec = registry.find_named(mechanism)  # None for auto (issue 6): no mechanism fields to sweep
+    names = (
+        [f.name for f in fields(spec.params_type) if f.init and f.name not in ("domain", "inner")]
+        if spec is not None
+        else []
+    )
     return ("epsilon", "users", "domain", *names)
 
 

@@ -112,7 +112,12 @@ def _cycles() -> list[set[str]]:
 
 
 # Packages split out of single modules.
-SPLIT_PACKAGES = ("ldp_aggregator.store", "ldp_aggregator.rappor_decode", "ldp_client.mechanisms.numeric")
+SPLIT_PACKAGES = (
+    "ldp_aggregator.store",
+    "ldp_aggregator.rappor_decode",
+    "ldp_client.mechanisms.numeric",
+    "ldp_client.mechanisms.rappor",
+)
 # Modules taken out of an import cycle (the numeric mechanisms' accumulator, estimator and what they share).
 ACYCLIC_MODULES = ("ldp_aggregator.means", "ldp_aggregator.moments", "ldp_aggregator.estimation")
 
@@ -164,6 +169,12 @@ def test_no_import_cycle_through_the_split_packages_and_the_command_lines() -> N
     assert not _must_be_acyclic("ldp_aggregator.client_access")
 
 
+def test_no_import_cycle_anywhere() -> None:
+    """Issue 14: with every mechanism behind the registry, no two modules of the three packages import each
+    other, directly or through others, at module level or inside functions."""
+    assert [sorted(c) for c in _cycles()] == []
+
+
 def test_modules_of_a_split_package_never_import_the_package_itself() -> None:
     """A submodule importing its own package would run the package's re-exports half-initialised."""
     for package in SPLIT_PACKAGES:
@@ -191,3 +202,92 @@ def test_no_import_cycle_through_auto_the_parameters_or_the_frequency_oracles() 
     }
     offending = [sorted(c) for c in _cycles() if c & oracle_modules]
     assert offending == []
+
+
+# Issue 14: the paired mechanism's codec composes its sides' specs (no ldp_client._paired_wire calling back
+# into ldp_client.wire), and its accumulator is a layout the accumulators module lists (it no longer
+# imports that module back).
+PAIRED_AND_RAPPOR = (
+    "ldp_client.wire",
+    "ldp_client.mechanisms.paired",
+    "ldp_aggregator.paired_accumulator",
+    "ldp_aggregator.association",
+    "ldp_client.mechanisms.rappor",
+)
+
+
+def test_no_import_cycle_through_the_paired_and_rappor_modules() -> None:
+    def ours(module: str) -> bool:
+        return module in PAIRED_AND_RAPPOR or module.startswith("ldp_client.mechanisms.rappor.")
+
+    offending = [sorted(c) for c in _cycles() if any(ours(m) for m in c)]
+    assert offending == []
+    assert "ldp_aggregator.accumulators" not in _import_graph()["ldp_aggregator.paired_accumulator"]
+
+
+# ------------------------------------------- issue 14: behaviour chosen by kind and layout, not mechanism
+
+_MECHANISM_CLASS_SUFFIXES = ("Params", "Encoder", "Accumulator", "Spec")
+
+
+def _mechanism_words() -> frozenset[str]:
+    """Every registered mechanism's name and ``ldp.v1`` oneof members (what a name comparison would test)."""
+    from ldp_client import registry
+
+    return frozenset(
+        w for s in registry.SPECS for w in (s.name, s.wire.campaign, s.wire.batch, s.wire.report)
+    )
+
+
+def _class_names(node: ast.expr) -> list[str]:
+    """The classes an isinstance target names: one, a tuple of them, or a union ``A | B``."""
+    if isinstance(node, ast.Tuple):
+        return [name for element in node.elts for name in _class_names(element)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _class_names(node.left) + _class_names(node.right)
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    return [node.id] if isinstance(node, ast.Name) else []
+
+
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of a function's body, not those of the functions defined inside it (counted on their own)."""
+    out: list[ast.AST] = []
+    work: list[ast.AST] = list(function.body)
+    while work:
+        node = work.pop()
+        out.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            work.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _mechanisms_chosen_by(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, words: frozenset[str]
+) -> set[str]:
+    """The mechanism-like classes a function tests with isinstance and the mechanism names it compares."""
+    seen: set[str] = set()
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            if len(node.args) == 2:
+                seen.update(n for n in _class_names(node.args[1]) if n.endswith(_MECHANISM_CLASS_SUFFIXES))
+        elif isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                elements = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+                seen.update(e.value for e in elements if isinstance(e, ast.Constant) and e.value in words)
+    return seen
+
+
+def test_no_function_chooses_behaviour_by_three_or_more_mechanisms() -> None:
+    """Every layer reaches a mechanism through its spec and branches on kinds and layouts: no function of
+    the three packages tests three or more mechanisms' classes (isinstance, with tuples and unions) or
+    names (string comparisons)."""
+    words = _mechanism_words()
+    sites = []
+    for name, path in _sources().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                chosen = _mechanisms_chosen_by(node, words)
+                if len(chosen) >= 3:
+                    sites.append(f"{name}.{node.name} (line {node.lineno}): {', '.join(sorted(chosen))}")
+    assert sites == []

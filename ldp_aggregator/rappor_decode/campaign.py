@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.rappor_decode.direct import decode_direct
 from ldp_aggregator.rappor_decode.results import Correction, DecodeResult
 from ldp_aggregator.rappor_decode.string_decode import decode_rappor
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
-from ldp_client.params import BasicRapporParams, BooleanRapporParams, RapporParams
+from ldp_client.mechanisms.rappor.spec_base import RapporFamilySpec
+from ldp_client.spec import Kind, MechanismSpec
 
 if TYPE_CHECKING:
     from ldp_aggregator._proto.ldp.v1 import decode_pb2
-    from ldp_client.params import MechanismParams
+    from ldp_client.params import BasicRapporParams, BooleanRapporParams, MechanismParams, RapporParams
 
 __all__ = [
     "correction_from_proto",
@@ -25,6 +27,19 @@ __all__ = [
     "decode_response_to_dict",
     "decode_to_proto",
 ]
+
+
+_DECODED: Final = tuple(s.name for s in registry.SPECS if isinstance(s, RapporFamilySpec))
+_DECODED_TEXT: Final = ", ".join(_DECODED[:-1]) + " or " + _DECODED[-1]
+"""The mechanisms decoded here: the RAPPOR family's (``rappor, basic-rappor or boolean-rappor``)."""
+
+
+def _family_spec(params: object, allowed: str) -> MechanismSpec[Any]:
+    """The spec of a RAPPOR variant's ``params``, or InvalidParameterError (field ``mechanism``)."""
+    spec = registry.find(params)
+    if not isinstance(spec, RapporFamilySpec):
+        raise InvalidParameterError("mechanism", getattr(params, "name", params), allowed)
+    return spec
 
 
 def decode(
@@ -47,11 +62,12 @@ def decode(
         InvalidReportError: ``acc`` does not belong to ``params``.
         NoReportsError: the campaign has no reports.
     """
-    if isinstance(params, RapporParams):
+    spec = _family_spec(params, _DECODED_TEXT)
+    if spec.kind is Kind.RAPPOR:  # string RAPPOR: estimated against a candidate dictionary
         if not isinstance(acc, BitCountAccumulator):
             raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
         return decode_rappor(
-            params,
+            cast("RapporParams", params),
             acc,
             campaign_id=campaign_id,
             candidates=candidates,
@@ -60,18 +76,21 @@ def decode(
             correction=correction,
             selection_z=selection_z,
         )
-    if isinstance(params, BasicRapporParams | BooleanRapporParams):
-        if candidates:
-            raise InvalidParameterError(
-                "candidates",
-                f"{len(candidates)} candidates",
-                f"none for {params.name} (its domain is declared: every value is decoded)",
-            )
-        if not isinstance(acc, BitCountAccumulator):
-            raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
-        return decode_direct(params, acc, confidence=confidence, alpha=alpha, correction=correction)
-    raise InvalidParameterError(
-        "mechanism", getattr(params, "name", params), "rappor, basic-rappor or boolean-rappor"
+    # Basic and boolean RAPPOR (kind SUPPORT): every declared value, directly.
+    if candidates:
+        raise InvalidParameterError(
+            "candidates",
+            f"{len(candidates)} candidates",
+            f"none for {params.name} (its domain is declared: every value is decoded)",
+        )
+    if not isinstance(acc, BitCountAccumulator):
+        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
+    return decode_direct(
+        cast("BasicRapporParams | BooleanRapporParams", params),
+        acc,
+        confidence=confidence,
+        alpha=alpha,
+        correction=correction,
     )
 
 
@@ -233,7 +252,8 @@ def decode_campaign(
         NoReportsError: the campaign has no reports yet.
     """
     params = info.params
-    if isinstance(params, RapporParams):
+    spec = _family_spec(params, f"a {_DECODED_TEXT} campaign (use GetEstimate for the others)")
+    if spec.kind is Kind.RAPPOR:  # decoded against a dictionary: the request's, else the campaign's
         chosen = tuple(candidates) or tuple(info.candidates)
         if not chosen:
             raise InvalidParameterError(
@@ -243,12 +263,6 @@ def decode_campaign(
                 "against a dictionary)",
             )
         candidates = chosen
-    elif not isinstance(params, BasicRapporParams | BooleanRapporParams):
-        raise InvalidParameterError(
-            "mechanism",
-            params.name,
-            "a rappor, basic-rappor or boolean-rappor campaign (use GetEstimate for the others)",
-        )
     return decode(
         params,
         acc,

@@ -85,7 +85,7 @@ def detection_threshold(
         raise NoReportsError(n)
     cut = a / n_candidates if p_cut is None else p_cut
     z = float(-special.ndtri(cut))
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     if isinstance(params, RapporParams):
         k, h = params.k, params.h

@@ -10,7 +10,7 @@ from ldp_aggregator.accumulators import BitCountAccumulator, check_matches
 from ldp_aggregator.estimators import NoReportsError, normal_quantile, pure_oracle_arrays
 from ldp_aggregator.rappor_decode.detection import detect, detection_threshold, selective_interval, upper_p
 from ldp_aggregator.rappor_decode.results import Correction, DecodeResult, check_alpha, check_correction
-from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.errors import InvalidParameterError
 from ldp_client.params import BasicRapporParams, BooleanRapporParams
 
 __all__ = ["decode_direct"]
@@ -27,9 +27,10 @@ def decode_direct(
     """Basic and boolean RAPPOR: debiased counts per bit, no regression (CCS 2014, §4).
 
     Each domain value (basic) or each of ``false``/``true`` (boolean) is a pure frequency oracle with
-    p* = q_star, q* = p_star (:func:`ldp_aggregator.estimators.pure_oracle_arrays`: unbiased counts, exact
-    variance, score intervals). Detection tests count > 0 with the null standard error
-    sqrt(n p*(1-p*))/(q*-p*) (the value's bit is then pure noise), one-sided, corrected over the d values.
+    support rates p* = ``prob_one_if_set`` and q* = ``prob_one_if_clear``
+    (:func:`ldp_aggregator.estimators.pure_oracle_arrays`: unbiased counts, exact variance, score
+    intervals). Detection tests count > 0 with the null standard error sqrt(n c (1 - c)) / (s - c), s and c
+    the set and clear rates (the value's bit is then pure noise), one-sided, corrected over the d values.
 
     Raises:
         InvalidParameterError: params of another mechanism, bad options.
@@ -43,14 +44,12 @@ def decode_direct(
     a = check_alpha(alpha)
     corr = check_correction(correction)
     normal_quantile(confidence)  # issue 13: options before data (the same answer with or without reports)
-    check_matches(acc, params)
-    if not isinstance(acc, BitCountAccumulator):
-        raise InvalidReportError("accumulator", type(acc).__name__, "a BitCountAccumulator")
+    check_matches(acc, params)  # a BitCountAccumulator of the parameters' shape
     n = acc.n
     if n == 0:
         raise NoReportsError(0)
     ones = acc.ones[0].astype(np.float64)
-    qs, ps = params.q_star, params.p_star
+    qs, ps = params.prob_one_if_set, params.prob_one_if_clear
     if isinstance(params, BasicRapporParams):
         labels = tuple(params.domain.label(i) for i in range(params.domain.size))
         res = pure_oracle_arrays(ones, n, qs, ps, confidence)

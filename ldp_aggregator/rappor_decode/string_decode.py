@@ -158,7 +158,7 @@ def decode_rappor_counts(
     M = len(cands)
     warns: list[str] = []
 
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     delta = qs - ps
     used = N > 0
     if not used.all():

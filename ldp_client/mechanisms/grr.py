@@ -412,6 +412,31 @@ class GRRSpec(MechanismSpec[GRRParams]):
         p_star, q_star = self.support_rates(params)
         return Support(labels=self.items(params), counts=acc.counts, n=acc.n, p_star=p_star, q_star=q_star)
 
+    def report_likelihood(
+        self, params: GRRParams, columns: Any
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        import math
+
+        import numpy as np
+
+        idx = np.asarray(columns, dtype=np.int64)
+        log_lik = np.full((idx.size, params.domain.size), math.log(params.q))
+        log_lik[np.arange(idx.size), idx] = math.log(params.p)
+        return log_lik, np.zeros(idx.size)
+
+    def report_patterns(self, params: GRRParams) -> int | None:
+        return params.domain.size
+
+    def pattern_index(self, params: GRRParams, columns: Any) -> NDArray[np.int64]:
+        import numpy as np
+
+        return np.asarray(columns, dtype=np.int64)
+
+    def pattern_columns(self, params: GRRParams, patterns: NDArray[np.int64]) -> Any:
+        import numpy as np
+
+        return patterns.astype(np.int64)
+
     def examples(self) -> tuple[GRRParams, ...]:
         return (
             GRRParams.from_epsilon(2, 1.0),

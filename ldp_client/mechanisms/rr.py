@@ -400,6 +400,27 @@ class BinaryRRSpec(MechanismSpec[BinaryRRParams]):
         p_star, q_star = self.support_rates(params)
         return Support(labels=_ITEMS, counts=acc.counts, n=acc.n, p_star=p_star, q_star=q_star)
 
+    def report_likelihood(
+        self, params: BinaryRRParams, columns: Any
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        import numpy as np
+
+        y = np.asarray(columns, dtype=bool)
+        pyy, pyn = params.p_yes_given_yes, params.p_yes_given_no
+        lik = np.where(y[:, None], np.array([pyn, pyy]), np.array([1.0 - pyn, 1.0 - pyy]))
+        return np.log(lik), np.zeros(y.size)
+
+    def report_patterns(self, params: BinaryRRParams) -> int | None:
+        return 2
+
+    def pattern_index(self, params: BinaryRRParams, columns: Any) -> NDArray[np.int64]:
+        import numpy as np
+
+        return np.asarray(columns).astype(np.int64)
+
+    def pattern_columns(self, params: BinaryRRParams, patterns: NDArray[np.int64]) -> Any:
+        return patterns == 1
+
     def examples(self) -> tuple[BinaryRRParams, ...]:
         return (
             BinaryRRParams.two_coin(),

@@ -22,7 +22,7 @@ from ldp_aggregator.accumulators import (
     check_matches,
 )
 from ldp_aggregator.moments import MeanAccumulator
-from ldp_client.errors import InvalidReportError
+from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
@@ -487,7 +487,7 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     from ldp_aggregator.support import SupportCountAccumulator
     from ldp_client.spec import LAYOUT_SUMS
 
-    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) == {"counts", "bits", "support", "moments"}
+    assert set(LAYOUT_ACCUMULATORS) == set(LAYOUT_SUMS) == {"counts", "bits", "support", "moments", "paired"}
     counts_cls = LAYOUT_ACCUMULATORS["counts"]
     counts = counts_cls.of_shape((4,))
     counts.add_batch(np.array([0, 3, 3]))
@@ -527,9 +527,20 @@ def test_layout_table_creates_and_feeds_each_layout() -> None:
     assert moments == moments_cls.from_sums(((2, 10, 9), 2, [1, 1], [1, 3], [1, 9], [[1], [0]]))
     assert moments.layout_shape == (2, 10, 9)
     assert moments_cls.delta_of((1, 4), (np.array([3]), None, None)).n == 1
+
+    # The paired layout is a composite: its sides' accumulators and the joint pattern counts (issue 14).
+    paired_cls = LAYOUT_ACCUMULATORS["paired"]
+    paired = paired_cls.of_parts((counts_cls.of_shape((2,)), bits_cls.of_shape((1, 3))), (2, 8))  # type: ignore[attr-defined]
+    side_rows = np.packbits(np.array([[1, 0, 1], [0, 0, 1]], dtype=np.uint8), axis=1, bitorder="little")
+    paired.add_batch((np.array([1, 0]), (None, side_rows), lambda: np.array([1 * 8 + 5, 0 * 8 + 4])))
+    assert paired.n == 2 and paired.layout_shape == (2, 8) and paired.joint[1, 5] == paired.joint[0, 4] == 1
+    assert paired.layout_parts[0] == CountAccumulator(np.array([1, 1]))
+    assert paired_cls.from_sums((paired.first, paired.second, paired.joint)) == paired
+    with pytest.raises(InvalidParameterError):  # a composite is made of its parts, not of a shape
+        paired_cls.of_shape((2, 8))
     shapes = {"counts": (3,), "bits": (2, 3), "support": (3,), "moments": (1, 4)}
     for name, cls in LAYOUT_ACCUMULATORS.items():  # the view fields are the accumulators' attributes
-        acc = cls.of_shape(shapes[name])
+        acc = paired if name == "paired" else cls.of_shape(shapes[name])
         assert all(hasattr(acc, field) for field in LAYOUT_SUMS[name])  # type: ignore[index]
 
 

@@ -42,6 +42,8 @@ from ldp_client.params import (
     RapporParams,
     make_params,
 )
+from ldp_client.reporter import encoder_for
+from ldp_client.secret import ClientSecret
 from tests.ldp_aggregator.conftest import Running
 
 RR = BinaryRRParams.from_epsilon(1.0)
@@ -125,6 +127,20 @@ def test_encoder_needs_a_secret_only_for_rappor_sides() -> None:
     with pytest.raises(InvalidParameterError, match="secret"):
         PairedEncoder(PairedParams(first=RR, second=BooleanRapporParams()), campaign_id="x")
     assert paired_side_id("x", "first") == "x/paired/first"
+    # Issue 14: through the registry too, a secret is asked for (and read) only for a RAPPOR side.
+    assert encoder_for(_rr_pair(), campaign_id="x")((True, False)).first in (False, True)
+    with pytest.raises(InvalidParameterError, match="secret"):
+        encoder_for(PairedParams(first=RR, second=BooleanRapporParams()), campaign_id="x")
+    read: list[int] = []
+
+    def secret() -> ClientSecret:
+        read.append(1)
+        return ClientSecret.from_bytes(bytes(32))
+
+    encoder_for(_rr_pair(), campaign_id="x", secret=secret)
+    assert read == []
+    encoder_for(PairedParams(first=RR, second=BooleanRapporParams()), campaign_id="x", secret=secret)
+    assert read == [1]
 
 
 # --------------------------------------------------------------------------------------- accumulator

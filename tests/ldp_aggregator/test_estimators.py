@@ -169,7 +169,7 @@ def test_grr_exact_with_labels() -> None:
 
 def test_basic_rappor_exact() -> None:
     params = BasicRapporParams(domain=6)  # p* = 9/16 (P(1|Bloom 0)), q* = 11/16 (P(1|Bloom 1))
-    assert (params.p_star, params.q_star) == (9 / 16, 11 / 16)
+    assert (params.prob_one_if_clear, params.prob_one_if_set) == (9 / 16, 11 / 16)
     c = np.array([0, 8, 24, 200, 400, 392])
     n = int(c.sum())  # 1024
     ones = (9 * n + 2 * c) // 16
@@ -202,7 +202,11 @@ def _rappor_expected_ones(
         for j in range(m):
             t[j, np.unique(pos[v, j])] += n_vj[v, j]
     N = n_vj.sum(axis=0)
-    return N, t, N[:, None] * params.p_star + (params.q_star - params.p_star) * t
+    return (
+        N,
+        t,
+        N[:, None] * params.prob_one_if_clear + (params.prob_one_if_set - params.prob_one_if_clear) * t,
+    )
 
 
 def test_rappor_bits_exact() -> None:
@@ -216,9 +220,11 @@ def test_rappor_bits_exact() -> None:
     np.testing.assert_allclose(be.counts, t, atol=1e-9)
     assert be.cohort_reports.tolist() == N.tolist()
     # decode.R: Var = N r(1-r)/(q*-p*)^2 with r = clamp(c/N, p*, q*).
-    r = np.clip(ones / N[:, None], params.p_star, params.q_star)
+    r = np.clip(ones / N[:, None], params.prob_one_if_clear, params.prob_one_if_set)
     np.testing.assert_allclose(
-        be.std_errors**2, N[:, None] * r * (1 - r) / (params.q_star - params.p_star) ** 2, rtol=1e-12
+        be.std_errors**2,
+        N[:, None] * r * (1 - r) / (params.prob_one_if_set - params.prob_one_if_clear) ** 2,
+        rtol=1e-12,
     )
 
 
@@ -476,13 +482,15 @@ def test_pure_oracle_calibration_small_n_rare_items() -> None:
     basic = BasicRapporParams(domain=8)
     c_b = np.array([1, 0, 4, 20, 75, 100, 150, 150])
     # Bits are randomized independently: bit v is 1 w.p. q* for the c_v holders of v, p* otherwise.
-    ones = rng.binomial(c_b, basic.q_star, (reps, 8)) + rng.binomial(n - c_b, basic.p_star, (reps, 8))
+    ones = rng.binomial(c_b, basic.prob_one_if_set, (reps, 8)) + rng.binomial(
+        n - c_b, basic.prob_one_if_clear, (reps, 8)
+    )
     cases.append(
         ("basic", c_b, [estimate_frequencies(basic, BitCountAccumulator([n], row[None, :])) for row in ones])
     )
 
     boolean = BooleanRapporParams()
-    t = rng.binomial(2, boolean.q_star, reps) + rng.binomial(n - 2, boolean.p_star, reps)
+    t = rng.binomial(2, boolean.prob_one_if_set, reps) + rng.binomial(n - 2, boolean.prob_one_if_clear, reps)
     cases.append(
         (
             "boolean",
@@ -501,8 +509,8 @@ def test_pure_oracle_calibration_small_n_rare_items() -> None:
         p_q = {
             "grr": (grr.p, grr.q),
             "rr": (rr.p_yes_given_yes, rr.p_yes_given_no),
-            "basic": (basic.q_star, basic.p_star),
-            "boolean": (boolean.q_star, boolean.p_star),
+            "basic": (basic.prob_one_if_set, basic.prob_one_if_clear),
+            "boolean": (boolean.prob_one_if_set, boolean.prob_one_if_clear),
         }[name]
         var = _theory_var(n, c, *p_q)  # equal for an item and its complement
         assert np.all(np.abs(counts.mean(axis=0) - c) <= z * np.sqrt(var / reps)), name
@@ -589,7 +597,7 @@ def test_rappor_candidates_against_theory() -> None:
     n, reps, M = int(N.sum()), 400, len(cands)
     truth = n_vj.sum(axis=1).astype(float)
 
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     ti = t.astype(np.int64)
     ones = rng.binomial(ti, qs, (reps, *ti.shape)) + rng.binomial(N[:, None] - ti, ps, (reps, *ti.shape))
     ests = [
@@ -631,7 +639,7 @@ def test_rappor_candidates_random_cohort_assignment() -> None:
     truth = np.array([3200, 2000, 1200, 800, 360, 40])
     pos = rappor_design(params, CAMPAIGN, cands)
     M, reps, n = len(cands), 400, int(truth.sum())
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     ests = []
     for _ in range(reps):  # a loop over repetitions, not reports
         n_vj = rng.multinomial(truth, np.full(params.m, 1 / params.m))  # (M, m)

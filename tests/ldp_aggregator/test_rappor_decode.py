@@ -44,7 +44,7 @@ def _expected_ones(
     """Expected bit counts E[c_ij] = p* N_j + (q* - p*) S_ij, as floats (no sampling)."""
     s = rappor_set_counts(params, campaign_id=campaign_id, labels=labels, counts_by_cohort=counts_by_cohort)
     n = counts_by_cohort.sum(axis=1).astype(float)
-    return n, params.p_star * n[:, None] + (params.q_star - params.p_star) * s
+    return n, params.prob_one_if_clear * n[:, None] + (params.prob_one_if_set - params.prob_one_if_clear) * s
 
 
 # ------------------------------------------------------------------------------------------ exact inputs
@@ -105,7 +105,7 @@ def test_exact_basic_and_boolean_rappor_decode_directly() -> None:
     n = int(truth.sum())
     # Integer expected counts: scale the population so p* n + (q* - p*) truth is integral.
     scale = 64
-    ones_i = (basic.p_star * n + (basic.q_star - basic.p_star) * truth) * scale
+    ones_i = (basic.prob_one_if_clear * n + (basic.prob_one_if_set - basic.prob_one_if_clear) * truth) * scale
     assert np.allclose(ones_i, np.rint(ones_i))
     acc = BitCountAccumulator([n * scale], np.rint(ones_i).astype(np.int64)[None, :])
     res = decode_direct(basic, acc)
@@ -115,7 +115,9 @@ def test_exact_basic_and_boolean_rappor_decode_directly() -> None:
     assert res.residuals is None
     boolean = BooleanRapporParams(f=0.25, p=0.25, q=0.75)
     true_count = 300
-    ones_b = (boolean.p_star * 1000 + (boolean.q_star - boolean.p_star) * true_count) * scale
+    ones_b = (
+        boolean.prob_one_if_clear * 1000 + (boolean.prob_one_if_set - boolean.prob_one_if_clear) * true_count
+    ) * scale
     acc_b = BitCountAccumulator([1000 * scale], [[round(ones_b)]])
     res_b = decode(boolean, acc_b, campaign_id="flag")
     assert res_b.labels == ("false", "true")
@@ -127,7 +129,7 @@ def test_detection_threshold_formula() -> None:
     z, prop, count = detection_threshold(params, 10**6, alpha=0.05, n_candidates=100)
     assert z == pytest.approx(stats.norm.isf(0.05 / 100))
     h_eff = 128 * (1 - (1 - 1 / 128) ** 2)
-    ps, qs = params.p_star, params.q_star
+    ps, qs = params.prob_one_if_clear, params.prob_one_if_set
     assert prop == pytest.approx(z * math.sqrt(ps * (1 - ps)) / ((qs - ps) * math.sqrt(h_eff * 10**6)))
     assert count == pytest.approx(prop * 10**6)
 

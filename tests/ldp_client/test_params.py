@@ -270,7 +270,21 @@ def test_rappor_default_epsilons() -> None:
     assert params.epsilon_one == pytest.approx(2 * ONE_BIT, rel=1e-12)
     assert params.epsilon_one == pytest.approx(1.0743, abs=5e-5)
     assert params.epsilon == params.epsilon_one
-    assert (params.q_star, params.p_star) == (0.6875, 0.5625)
+    assert (params.prob_one_if_set, params.prob_one_if_clear) == (0.6875, 0.5625)
+
+
+def test_rappor_bit_rates_say_which_bloom_bit() -> None:
+    # Issue 14: RAPPOR's bit-level rates are named by the Bloom bit they condition on, so they cannot be
+    # swapped with the p_star/q_star of the Support contract (P(support | holds v) / P(support | not)).
+    f, p, q = 0.25, 0.375, 0.875
+    for params in (
+        RapporParams(f=f, p=p, q=q),
+        BasicRapporParams(domain=3, f=f, p=p, q=q),
+        BooleanRapporParams(f=f, p=p, q=q),
+    ):
+        assert not hasattr(params, "p_star") and not hasattr(params, "q_star")
+        assert params.prob_one_if_set == f / 2 * p + (1 - f / 2) * q  # P(report bit 1 | Bloom bit 1)
+        assert params.prob_one_if_clear == f / 2 * q + (1 - f / 2) * p  # P(report bit 1 | Bloom bit 0)
 
 
 def test_basic_rappor_epsilons() -> None:

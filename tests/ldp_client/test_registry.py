@@ -9,11 +9,12 @@ from typing import get_args
 
 import pytest
 
+from ldp_client import params as params_facade
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRParams
 from ldp_client.mechanisms.rr import BinaryRRParams
-from ldp_client.params import MECHANISM_NAMES, RapporParams, UnportedParams, make_params
+from ldp_client.params import MECHANISM_NAMES, make_params
 from ldp_client.spec import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +26,9 @@ def test_lookups_find_the_registered_specs() -> None:
     assert registry.spec_named("grr") is registry.spec_for(grr)
     assert registry.spec_for_member("rr") is registry.spec_for(rr)
     assert registry.names()[:2] == ("rr", "grr")
-    # Not registered (yet): None from find, so the facades use their older code.
-    assert registry.find(RapporParams()) is None
-    assert registry.find_named("rappor") is None and registry.find_member("basic_rappor") is None
+    # Not registered: None from find (the facades then refuse it, naming the registered mechanisms).
+    assert registry.find(object()) is None
+    assert registry.find_named("nope") is None and registry.find_member("nope") is None
 
 
 ORACLES = ("oue", "sue", "olh", "blh", "ss", "hr", "set-valued")
@@ -41,8 +42,14 @@ def test_the_frequency_oracles_are_registered(name: str) -> None:
     assert spec is registry.spec_named(name) and spec.name == name == type(params).name
     assert spec.kind is Kind.SUPPORT and spec.takes_domain
     assert registry.spec_for_member(spec.wire.campaign) is spec
-    # Every layer reaches them through the spec: none is left to the facades' older code.
-    assert not isinstance(params, get_args(UnportedParams))
+
+
+def test_every_parameter_class_is_registered() -> None:
+    # Every layer reaches every mechanism through its spec: no transitional fallback for unported ones.
+    assert {s.params_type for s in registry.SPECS} == set(get_args(params_facade.MechanismParams))
+    assert not hasattr(params_facade, "UnportedParams")
+    # The user-facing order (the Campaign oneof's) is the registry's, and the static MechanismName's.
+    assert registry.names() == MECHANISM_NAMES == get_args(params_facade.MechanismName)
 
 
 def test_unknown_names_say_what_is_allowed() -> None:
@@ -91,4 +98,48 @@ def test_mechanism_modules_never_import_the_registry_or_the_params_facade(spec: 
         assert facade not in imported, f"{module.__name__} imports {facade}"
     assert "ldp_client.mechanisms" not in {n for n in imported if n.count(".") == 1}, (
         "import the mechanism modules themselves, not the package (it imports every encoder)"
+    )
+
+
+FAMILY = ("rappor", "basic-rappor", "boolean-rappor", "paired")
+FAMILY_CLASSES = {"RapporParams", "BasicRapporParams", "BooleanRapporParams", "PairedParams"}
+FAMILY_MEMBERS = {"rappor", "basic_rappor", "boolean_rappor", "basic_bits", "boolean_bits", "paired"}
+# The layers that reach a mechanism through its spec only (issue 14): no class or name of these four.
+FACADES = (
+    "ldp_client/wire.py",
+    "ldp_client/_journal_rows.py",
+    "ldp_client/reporter.py",
+    "ldp_aggregator/accumulators.py",
+    "ldp_aggregator/analysis.py",
+    "simulations/runners.py",
+    "simulations/metrics.py",
+)
+
+
+def test_the_rappor_family_and_paired_are_registered() -> None:
+    for name in FAMILY:
+        spec = registry.spec_named(name)
+        assert spec.params_type.name == name and spec in registry.SPECS
+    assert [registry.spec_named(n).kind for n in FAMILY] == [
+        Kind.RAPPOR,
+        Kind.SUPPORT,
+        Kind.SUPPORT,
+        Kind.PAIRED,
+    ]
+    assert registry.SPECS[-1].name == "paired"  # it composes the others: listed last
+
+
+@pytest.mark.parametrize("path", FACADES)
+def test_the_layers_reach_the_rappor_family_and_paired_only_through_their_specs(path: str) -> None:
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    named = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            named.add(node.id)
+        elif isinstance(node, ast.alias):
+            named.add(node.asname or node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named.add(node.value)
+    assert not named & (FAMILY_CLASSES | set(FAMILY) | FAMILY_MEMBERS), (
+        f"{path} names {named & (FAMILY_CLASSES | set(FAMILY) | FAMILY_MEMBERS)}"
     )

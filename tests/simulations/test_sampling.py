@@ -19,6 +19,7 @@ from scipy import stats
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.rappor import bloom_positions
+from ldp_client.mechanisms.rappor import sampling as rappor_sampling
 from ldp_client.params import (
     BasicRapporParams,
     BinaryRRParams,
@@ -27,7 +28,6 @@ from ldp_client.params import (
     GRRParams,
     RapporParams,
 )
-from simulations import sampling
 from simulations.populations import ZipfPopulation
 from simulations.sampling import (
     basic_rappor_set_counts,
@@ -266,7 +266,7 @@ def test_bit_counts_validation() -> None:
         sample_bit_counts(0.7, 0.3, np.array([[1, 2], [5, 0]]), np.array([2, 4]), rng)
     with pytest.raises(InvalidParameterError, match="cohort_reports"):
         sample_bit_counts(0.7, 0.3, np.array([[1, 2]]), np.array([2, 4]), rng)
-    with pytest.raises(InvalidParameterError, match="q_star"):
+    with pytest.raises(InvalidParameterError, match="prob_one_if_set"):
         sample_bit_counts(1.5, 0.3, np.array([[1, 2]]), np.array([2]), rng)
     with pytest.raises(InvalidParameterError, match="set_counts"):
         sample_bit_counts(0.5, 0.3, np.array([1, 2]), np.array([2]), rng)
@@ -323,7 +323,7 @@ def test_set_counts_match_the_client_bloom_filter(monkeypatch: pytest.MonkeyPatc
         hashed.append(value)
         return bloom_positions(campaign_id, cohort, value, k, h)
 
-    monkeypatch.setattr(sampling, "_bloom_positions_fn", lambda: recording)
+    monkeypatch.setattr(rappor_sampling, "_bloom_positions_fn", lambda: recording)
     got = rappor_set_counts(params, campaign_id="camp", labels=labels, counts_by_cohort=counts)
     np.testing.assert_array_equal(got, _naive_set_counts(params, "camp", labels, counts))
     assert "v7" not in hashed and len(hashed) == 3 * 39
@@ -381,7 +381,7 @@ def test_rappor_end_to_end_per_bit_moments() -> None:
     labels = ["a", "b", "c"]
     table = np.array([[[0, 1], [1, 2], [7, 7]], [[3, 4], [4, 4], [0, 5]]])
     true_counts = np.array([300, 100, 0])
-    q, p = params.q_star, params.p_star
+    q, p = params.prob_one_if_set, params.prob_one_if_clear
     bloom = np.zeros((2, 3, 8), dtype=bool)
     for j in range(2):
         for li in range(3):
@@ -418,7 +418,9 @@ def test_basic_and_boolean_rappor() -> None:
     ]
     for params, sc, nc, seed in cases:
         counts = np.stack([sc, nc[:, None] - sc], axis=-1)
-        mean, var, k4 = _bernoulli_sum_moments(counts, np.array([params.q_star, params.p_star]))
+        mean, var, k4 = _bernoulli_sum_moments(
+            counts, np.array([params.prob_one_if_set, params.prob_one_if_clear])
+        )
         rng = np.random.default_rng(seed)
         samples = np.stack([sample_rappor_bits(params, sc, nc, rng) for _ in range(20_000)])
         _check_cells(samples, mean, var, k4)

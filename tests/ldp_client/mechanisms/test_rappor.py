@@ -594,7 +594,9 @@ def test_per_bit_rates_k128_batch() -> None:
     assert np.all(cohorts == 5)
     ones = unpack_bits(bits, 128).sum(axis=0)
     bloom = bloom_bits("rates", 5, "google.com", 128, 2)
-    rate = np.array([params.q_star if (bloom >> i) & 1 else params.p_star for i in range(128)])
+    rate = np.array(
+        [params.prob_one_if_set if (bloom >> i) & 1 else params.prob_one_if_clear for i in range(128)]
+    )
     sd = np.sqrt(n * rate * (1 - rate))
     assert np.all(np.abs(ones - n * rate) <= _z_bonferroni(128) * sd)
 
