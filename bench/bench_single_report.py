@@ -73,10 +73,15 @@ def main() -> None:
                 if prof is not None:
                     prof.disable()
                     pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+                commits = store.stats().commits
             finally:
                 store.close()
         rates.append(args.reports / seconds)
-        print(f"run {r}: {rates[-1]:,.0f} single reports/s ({args.callers} concurrent callers)", flush=True)
+        print(
+            f"run {r}: {rates[-1]:,.0f} single reports/s ({args.callers} concurrent callers),"
+            f" {commits:,} commits ({args.reports / max(commits, 1):.1f} reports per commit)",
+            flush=True,
+        )
     print(f"best {max(rates):,.0f} reports/s over {args.repeats} runs")
 
 

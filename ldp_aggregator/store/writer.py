@@ -26,11 +26,12 @@ import logging
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ldp_aggregator.store.answers import LoopSubmissions, answer_waiters
 from ldp_aggregator.store.files import StoreFiles
 from ldp_aggregator.store.records import (
     Accumulator,
@@ -58,7 +59,7 @@ _T = TypeVar("_T")
 
 
 class _Submission:
-    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload")
+    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload", "waiter")
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class _Submission:
         self.delta = delta
         self.raw_payload = raw_payload
         self.future: Future[SubmitOutcome] = Future()
+        self.waiter: asyncio.Future[SubmitOutcome] | None = None  # set by submit_async
 
 
 class _Command:
@@ -138,6 +140,7 @@ class GroupCommitWriter(StoreFiles):
         self._accepting = not read_only
         self._stopping = read_only
         self._writer: threading.Thread | None = None
+        self._loop_submissions: LoopSubmissions[_Submission] = LoopSubmissions(self._enqueue)
 
     def submit(
         self,
@@ -168,6 +171,15 @@ class GroupCommitWriter(StoreFiles):
             InvalidParameterError: Malformed ids.
             InvalidReportError: ``n_reports`` is negative or differs from ``delta.n``.
         """
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        self._enqueue((sub,))
+        return sub.future
+
+    @staticmethod
+    def _submission(
+        campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw_payload: bytes | None
+    ) -> _Submission:
+        """A checked submission (raises for malformed ids and counts; see :meth:`submit`)."""
         check_id("campaign_id", campaign_id)
         check_id("batch_id", batch_id)
         if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
@@ -176,21 +188,24 @@ class GroupCommitWriter(StoreFiles):
             raise InvalidReportError("n_reports", n_reports, f"the batch accumulator's n={delta.n}")
         if raw_payload is not None and not isinstance(raw_payload, bytes):
             raw_payload = bytes(raw_payload)
-        sub = _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        return _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+
+    def _enqueue(self, subs: Sequence[_Submission]) -> None:
+        """Queue submissions for the writer with one wake-up, or fail them at once (closed, queue full)."""
         with self._cv:
-            if not self._accepting:
-                sub.future.set_exception(StoreUnavailableError(self._refusal()))
-            elif len(self._pending) >= self._max_pending:
-                sub.future.set_exception(
-                    StoreUnavailableError(
-                        f"store {str(self._path)!r} has {len(self._pending)} submissions waiting for the disk"
-                        f" (max_pending={self._max_pending}); retry later"
+            for sub in subs:
+                if not self._accepting:
+                    sub.future.set_exception(StoreUnavailableError(self._refusal()))
+                elif len(self._pending) >= self._max_pending:
+                    sub.future.set_exception(
+                        StoreUnavailableError(
+                            f"store {str(self._path)!r} has {len(self._pending)} submissions waiting for the"
+                            f" disk (max_pending={self._max_pending}); retry later"
+                        )
                     )
-                )
-            else:
-                self._pending.append(sub)
-                self._cv.notify()
-        return sub.future
+                else:
+                    self._pending.append(sub)
+            self._cv.notify()
 
     async def submit_async(
         self,
@@ -200,8 +215,14 @@ class GroupCommitWriter(StoreFiles):
         delta: BatchDelta,
         raw_payload: bytes | None = None,
     ) -> SubmitOutcome:
-        """:meth:`submit` for asyncio code (grpc.aio servicers): returns once the batch is committed."""
-        return await asyncio.wrap_future(self.submit(campaign_id, batch_id, n_reports, delta, raw_payload))
+        """:meth:`submit` for asyncio code (grpc.aio servicers): returns once the batch is committed.
+
+        The submissions of one event-loop iteration reach the writer together and are answered together
+        after their COMMIT (:mod:`ldp_aggregator.store.answers`): a loop's many concurrent single reports
+        cost one writer wake-up and one loop wake-up per group, not per report.
+        """
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        return await self._loop_submissions.wait(sub)
 
     def stats(self) -> StoreStats:
         """Counters since open."""
@@ -285,6 +306,7 @@ class GroupCommitWriter(StoreFiles):
                 for s in group:
                     if not s.future.done():
                         s.future.set_exception(StoreUnavailableError(f"internal store error: {exc!r}"))
+            answer_waiters(group)  # after COMMIT (or the rollback): one wake-up per waiting event loop
 
     def _run_command(self, cmd: _Command) -> None:
         if not cmd.future.set_running_or_notify_cancel():

@@ -36,11 +36,12 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Self
 
+from ldp_aggregator.store.answers import LoopSubmissions, answer_waiters
 from ldp_aggregator.store.records import (
     Accumulator,
     BatchDelta,
@@ -89,7 +90,7 @@ def _record(row: tuple[Any, ...]) -> CampaignRecord:
 
 
 class _Submission:
-    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload")
+    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload", "waiter")
 
     def __init__(
         self, campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw: bytes | None
@@ -100,6 +101,7 @@ class _Submission:
         self.delta = delta
         self.raw_payload = raw
         self.future: Future[SubmitOutcome] = Future()
+        self.waiter: asyncio.Future[SubmitOutcome] | None = None  # set by submit_async
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +198,7 @@ class PostgresStore:
         self._stopping = read_only
         self._wconn: psycopg.Connection | None = None
         self._writer: threading.Thread | None = None
+        self._loop_submissions: LoopSubmissions[_Submission] = LoopSubmissions(self._enqueue)
 
         try:
             with self._pool.connection("open the store") as conn:
@@ -557,6 +560,15 @@ class PostgresStore:
             InvalidParameterError: Malformed ids.
             InvalidReportError: ``n_reports`` is negative or differs from ``delta.n``.
         """
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        self._enqueue((sub,))
+        return sub.future
+
+    @staticmethod
+    def _submission(
+        campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw_payload: bytes | None
+    ) -> _Submission:
+        """A checked submission (raises for malformed ids and counts; see :meth:`submit`)."""
         check_id("campaign_id", campaign_id)
         check_id("batch_id", batch_id)
         if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
@@ -565,22 +577,25 @@ class PostgresStore:
             raise InvalidReportError("n_reports", n_reports, f"the batch accumulator's n={delta.n}")
         if raw_payload is not None and not isinstance(raw_payload, bytes):
             raw_payload = bytes(raw_payload)
-        sub = _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        return _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+
+    def _enqueue(self, subs: Sequence[_Submission]) -> None:
+        """Queue submissions for the writer with one wake-up, or fail them at once (closed, queue full)."""
         with self._cv:
-            if not self._accepting:
-                refusal = "was opened read-only and accepts no writes" if self._read_only else "is closed"
-                sub.future.set_exception(StoreUnavailableError(f"store {self._where} {refusal}"))
-            elif len(self._pending) >= self._max_pending:
-                sub.future.set_exception(
-                    StoreUnavailableError(
-                        f"store {self._where} has {len(self._pending)} submissions waiting for the database"
-                        f" (max_pending={self._max_pending}); retry later"
+            for sub in subs:
+                if not self._accepting:
+                    refusal = "was opened read-only and accepts no writes" if self._read_only else "is closed"
+                    sub.future.set_exception(StoreUnavailableError(f"store {self._where} {refusal}"))
+                elif len(self._pending) >= self._max_pending:
+                    sub.future.set_exception(
+                        StoreUnavailableError(
+                            f"store {self._where} has {len(self._pending)} submissions waiting for the"
+                            f" database (max_pending={self._max_pending}); retry later"
+                        )
                     )
-                )
-            else:
-                self._pending.append(sub)
-                self._cv.notify()
-        return sub.future
+                else:
+                    self._pending.append(sub)
+            self._cv.notify()
 
     async def submit_async(
         self,
@@ -590,8 +605,13 @@ class PostgresStore:
         delta: BatchDelta,
         raw_payload: bytes | None = None,
     ) -> SubmitOutcome:
-        """:meth:`submit` for asyncio code: returns once the batch is committed."""
-        return await asyncio.wrap_future(self.submit(campaign_id, batch_id, n_reports, delta, raw_payload))
+        """:meth:`submit` for asyncio code: returns once the batch is committed.
+
+        As in the SQLite store, the submissions of one event-loop iteration reach the writer together and
+        are answered together after their COMMIT (:mod:`ldp_aggregator.store.answers`).
+        """
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        return await self._loop_submissions.wait(sub)
 
     def stats(self) -> StoreStats:
         """Counters of this replica since open."""
@@ -627,6 +647,7 @@ class PostgresStore:
                 for s in group:
                     if not s.future.done():
                         s.future.set_exception(StoreUnavailableError(f"internal store error: {exc!r}"))
+            answer_waiters(group)  # after COMMIT (or the rollback): one wake-up per waiting event loop
 
     def _commit_group(self, group: list[_Submission]) -> None:
         import psycopg
