@@ -137,12 +137,13 @@ def _round(
             if port is None:
                 raise RuntimeError(f"the server from {tree} did not start")
             target = f"127.0.0.1:{port.group(1)}"
-            with grpc.insecure_channel(target) as ch:
-                analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
-                    analyst_pb2.CreateCampaignRequest(
-                        campaign=wire.campaign_to_proto(campaign_id=CAMPAIGN, params=PARAMS)
+            if not echo:
+                with grpc.insecure_channel(target) as ch:
+                    analyst_pb2_grpc.AnalystStub(ch).CreateCampaign(
+                        analyst_pb2.CreateCampaignRequest(
+                            campaign=wire.campaign_to_proto(campaign_id=CAMPAIGN, params=PARAMS)
+                        )
                     )
-                )
             ctx = mp.get_context("spawn")
             q: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
             per_client = args.callers // args.clients
