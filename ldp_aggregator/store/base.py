@@ -10,6 +10,8 @@ several aggregator replicas share one database). Both keep the same promises:
   replica, answers ``duplicate`` and adds nothing;
 * a closed campaign refuses new batches; a retry of a batch stored before the close still answers
   ``duplicate``;
+* retained raw batches are read back in commit order, with positions that never change or repeat
+  (:meth:`CampaignStore.iter_raw_batches`);
 * a failed commit changes nothing and fails its submissions with
   :class:`~ldp_client.errors.StoreUnavailableError` (retryable: gRPC ``UNAVAILABLE``).
 
@@ -100,6 +102,17 @@ class CampaignStore(Protocol):
 
     def raw_payloads(self, campaign_id: str) -> Iterator[bytes]:
         """Committed raw payloads of the campaign, lazily. Raises CampaignNotFoundError at call time."""
+        ...
+
+    def iter_raw_batches(self, campaign_id: str, after_position: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The campaign's retained raw batches after ``after_position``, in ingest order: (position, payload).
+
+        Positions are integers >= 1, increasing in the order the batches were committed (across replicas
+        too) and never reused, also after :meth:`purge_raw`: a reader that saw position P resumes with
+        ``after_position=P`` and gets exactly the raw batches committed since (less any purged). Lazily,
+        in short read transactions. Raises CampaignNotFoundError at call time, InvalidParameterError for
+        an ``after_position`` that is not an integer >= 0.
+        """
         ...
 
     def purge_raw(self, older_than_unix_ms: int) -> int:

@@ -29,10 +29,12 @@ from ldp_aggregator.store.schema import (
     MIGRATABLE_VERSIONS,
     PURGE_RAW_SQL,
     RAW_SCHEMA,
+    RECORD_RAW_POSITION_SQL,
     SCHEMA_VERSION,
     TABLES_SCHEMA,
     TOKENS_SCHEMA,
     check_version,
+    last_raw_position,
     migrate_to_current,
 )
 from ldp_aggregator.store.tokens import read_auth_required, select_tokens
@@ -135,6 +137,8 @@ class Store(GroupCommitWriter):
             self._wconn = self._connect_writer()
             self._has_raw_table = self._init_schema(self._wconn)
             self._load_state(self._wconn)
+            if self._has_raw_table:
+                self._next_raw_position = last_raw_position(self._wconn) + 1
         except BaseException:
             if self._wconn is not None:
                 self._wconn.close()
@@ -358,13 +362,29 @@ class Store(GroupCommitWriter):
         Raises:
             CampaignNotFoundError: No such campaign (raised at call time, not on first ``next``).
         """
-        self.get_campaign(campaign_id)
-        return self._iter_raw(campaign_id)
+        return (payload for _, payload in self.iter_raw_batches(campaign_id))
 
-    def _iter_raw(self, campaign_id: str) -> Iterator[bytes]:
+    def iter_raw_batches(self, campaign_id: str, after_position: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The campaign's retained raw batches after ``after_position``, in ingest order: (position, payload).
+
+        A position is the raw row's rowid: increasing in commit order (one writer commits groups one after
+        another) and never reused, even after a purge deleted the newest rows (see
+        :data:`~ldp_aggregator.store.schema.RAW_POSITION_KEY`). A reader that saw position P resumes with
+        ``after_position=P`` and misses nothing committed since. Read lazily, in short read transactions.
+
+        Raises:
+            CampaignNotFoundError: No such campaign (raised at call time, not on first ``next``).
+            InvalidParameterError: ``after_position`` is not an integer >= 0.
+        """
+        if isinstance(after_position, bool) or not isinstance(after_position, int) or after_position < 0:
+            raise InvalidParameterError("after_position", after_position, "an integer >= 0")
+        self.get_campaign(campaign_id)
+        return self._iter_raw(campaign_id, after_position)
+
+    def _iter_raw(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
         if not self._has_raw_table:
             return
-        last_rowid = -1
+        last_rowid = after_position
         while True:
             with self._reader() as conn:
                 rows = conn.execute(
@@ -373,8 +393,8 @@ class Store(GroupCommitWriter):
                     (campaign_id, last_rowid, _RAW_CHUNK_ROWS),
                 ).fetchall()
             for rowid, payload in rows:
-                last_rowid = rowid
-                yield bytes(payload)
+                last_rowid = int(rowid)
+                yield last_rowid, bytes(payload)
             if len(rows) < _RAW_CHUNK_ROWS:
                 return
 
@@ -393,6 +413,7 @@ class Store(GroupCommitWriter):
 
             def body() -> None:
                 nonlocal deleted
+                conn.execute(RECORD_RAW_POSITION_SQL)  # purged positions are never handed out again
                 cur = conn.execute(PURGE_RAW_SQL, (older_than_unix_ms,))
                 deleted = cur.rowcount
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ldp_aggregator.store.records import StoreSchemaError
-from ldp_aggregator.store.schema import PURGE_RAW_SQL, SCHEMA_VERSION
+from ldp_aggregator.store.schema import PURGE_RAW_SQL, RECORD_RAW_POSITION_SQL, SCHEMA_VERSION
 from ldp_client.errors import InvalidParameterError, StoreUnavailableError
 
 __all__ = ["maintenance_connection", "purge_raw_file"]
@@ -64,6 +64,7 @@ def purge_raw_file(path: str | os.PathLike[str], older_than_unix_ms: int) -> int
         ):
             return 0
         conn.execute("BEGIN IMMEDIATE")
+        conn.execute(RECORD_RAW_POSITION_SQL)  # positions of purged rows are never handed out again
         cur = conn.execute(PURGE_RAW_SQL, (older_than_unix_ms,))
         deleted = cur.rowcount
         conn.execute("COMMIT")

@@ -22,11 +22,14 @@ __all__ = [
     "KNOWN_TABLES",
     "MIGRATABLE_VERSIONS",
     "PURGE_RAW_SQL",
+    "RAW_POSITION_KEY",
     "RAW_SCHEMA",
+    "RECORD_RAW_POSITION_SQL",
     "SCHEMA_VERSION",
     "TABLES_SCHEMA",
     "TOKENS_SCHEMA",
     "check_version",
+    "last_raw_position",
     "migrate_to_current",
     "set_auth_required",
 ]
@@ -94,6 +97,16 @@ RAW_SCHEMA: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS raw_reports_by_campaign ON raw_reports (campaign_id)",
 )
+#: ``meta`` key: the highest ``raw_reports`` position (rowid) ever used. A purge may delete the newest
+#: rows, after which SQLite would hand out their rowids again; the writer numbers new rows past this
+#: instead, so a position names one raw batch for good (readers resume after the last one they saw).
+RAW_POSITION_KEY: Final = "raw_reports_last_position"
+#: Run in a purge's transaction before :data:`PURGE_RAW_SQL`: remember the highest position in use.
+RECORD_RAW_POSITION_SQL: Final = (
+    f"INSERT INTO meta (key, value) SELECT '{RAW_POSITION_KEY}', CAST(coalesce(max(rowid), 0) AS TEXT)"
+    " FROM raw_reports WHERE true ON CONFLICT (key) DO UPDATE"
+    " SET value = CAST(max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS TEXT)"
+)
 PURGE_RAW_SQL: Final = (
     "DELETE FROM raw_reports WHERE rowid IN ("
     " SELECT r.rowid FROM raw_reports AS r JOIN batches AS b"
@@ -101,6 +114,13 @@ PURGE_RAW_SQL: Final = (
     " WHERE b.received_unix_ms < ?)"
 )
 KNOWN_TABLES: Final = frozenset({"meta", "campaigns", "batches", "accumulators", "raw_reports", "tokens"})
+
+
+def last_raw_position(conn: sqlite3.Connection) -> int:
+    """The highest ``raw_reports`` position ever used (0 if none): new rows are numbered after it."""
+    in_table = conn.execute("SELECT coalesce(max(rowid), 0) FROM raw_reports").fetchone()[0]
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (RAW_POSITION_KEY,)).fetchone()
+    return max(int(in_table), int(row[0]) if row is not None else 0)
 
 
 def check_version(conn: sqlite3.Connection, tables: set[str], where: str) -> str:

@@ -133,6 +133,9 @@ class GroupCommitWriter(StoreFiles):
         self._batches_duplicate = 0
         self._reports_accepted = 0
         self._last_commit_failed = False  # for health checks: is the disk refusing writes right now?
+        # The position (rowid) the next retained raw batch gets: set at open past every position ever
+        # used (schema.last_raw_position), advanced only after COMMIT. Positions follow commit order.
+        self._next_raw_position = 1
 
         # Writer queue. The condition guards _pending/_accepting/_stopping.
         self._cv = threading.Condition()
@@ -351,7 +354,7 @@ class GroupCommitWriter(StoreFiles):
         working: dict[str, Accumulator] = {}  # next state per touched campaign; committed state untouched
         n_batches: dict[str, int] = {}
         batch_rows: list[tuple[str, str, int, int]] = []
-        raw_rows: list[tuple[str, str, bytes]] = []
+        raw_rows: list[tuple[int, str, str, bytes]] = []
         accepted = duplicates = reports = 0
         try:
             conn = self._writer_connection()
@@ -386,7 +389,7 @@ class GroupCommitWriter(StoreFiles):
                 seen.add(key)
                 batch_rows.append((cid, s.batch_id, s.n_reports, now))
                 if self._retain_raw and s.raw_payload is not None:
-                    raw_rows.append((cid, s.batch_id, s.raw_payload))
+                    raw_rows.append((self._next_raw_position + len(raw_rows), cid, s.batch_id, s.raw_payload))
                 outcomes.append((s, SubmitOutcome(duplicate=False, accepted=s.n_reports)))
                 accepted += 1
                 reports += s.n_reports
@@ -398,7 +401,8 @@ class GroupCommitWriter(StoreFiles):
                 )
             if raw_rows:
                 conn.executemany(
-                    "INSERT INTO raw_reports (campaign_id, batch_id, payload) VALUES (?, ?, ?)", raw_rows
+                    "INSERT INTO raw_reports (rowid, campaign_id, batch_id, payload) VALUES (?, ?, ?, ?)",
+                    raw_rows,
                 )
             if working:
                 # One accumulator write per touched campaign per group, whatever the group size.
@@ -425,6 +429,7 @@ class GroupCommitWriter(StoreFiles):
             return
 
         # Committed and durable: publish the new state, then acknowledge.
+        self._next_raw_position += len(raw_rows)
         with self._state_lock:
             self._acc.update(working)
             self._n_batches.update(n_batches)

@@ -75,6 +75,13 @@ _log = logging.getLogger("ldp_aggregator.store")
 
 _CAMPAIGN_COLUMNS: Final = "id, mechanism, params, description, created_unix_ms, closed"
 _RAW_CHUNK_ROWS: Final = 256
+#: Taken by a transaction right before it appends raw rows, held until its COMMIT: the ``seq`` values of
+#: raw rows are then handed out in commit order, across replicas, which lets a reader resume after the
+#: last position it saw (iter_raw_batches). Only the append-and-commit tail of transactions that retain
+#: raw reports is serialised; accumulator shards and batch ids are not. One lock per schema.
+RAW_ORDER_LOCK_SQL: Final = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('ldp-aggregator raw order:' || current_schema(), 0))"
+)
 
 
 def _record(row: tuple[Any, ...]) -> CampaignRecord:
@@ -495,16 +502,32 @@ class PostgresStore:
         return row is not None
 
     def raw_payloads(self, campaign_id: str) -> Iterator[bytes]:
-        """Committed raw payloads of the campaign in ``seq`` order, lazily, in short transactions.
+        """Committed raw payloads of the campaign (every replica's) in commit order, lazily.
 
-        Rows committed while iterating may or may not be included (a concurrent transaction can commit
-        a lower ``seq`` after a higher one was read). Raises CampaignNotFoundError at call time.
+        Raises CampaignNotFoundError at call time.
         """
-        self.get_campaign(campaign_id)
-        return self._iter_raw(campaign_id)
+        return (payload for _, payload in self.iter_raw_batches(campaign_id))
 
-    def _iter_raw(self, campaign_id: str) -> Iterator[bytes]:
-        last = -1
+    def iter_raw_batches(self, campaign_id: str, after_position: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The campaign's retained raw batches after ``after_position``, in commit order: (position, payload).
+
+        The position is the row's ``seq``. The transactions that append raw rows take their ``seq`` values
+        under one advisory lock held to COMMIT (see :data:`RAW_ORDER_LOCK_SQL`), so ``seq`` order is commit
+        order across replicas: once a reader saw position P, no transaction can still commit a row below
+        it, and resuming with ``after_position=P`` misses nothing. A sequence never hands a value out
+        twice, so positions are not reused after a purge either. Read lazily, in short transactions.
+
+        Raises:
+            CampaignNotFoundError: No such campaign (raised at call time).
+            InvalidParameterError: ``after_position`` is not an integer >= 0.
+        """
+        if isinstance(after_position, bool) or not isinstance(after_position, int) or after_position < 0:
+            raise InvalidParameterError("after_position", after_position, "an integer >= 0")
+        self.get_campaign(campaign_id)
+        return self._iter_raw(campaign_id, after_position)
+
+    def _iter_raw(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
+        last = after_position
 
         def chunk(conn: psycopg.Connection, after: int) -> list[tuple[Any, ...]]:
             return conn.execute(
@@ -517,7 +540,7 @@ class PostgresStore:
             rows = self._pool.run("read raw reports", functools.partial(chunk, after=last))
             for seq, payload in rows:
                 last = int(seq)
-                yield bytes(payload)
+                yield last, bytes(payload)
             if len(rows) < _RAW_CHUNK_ROWS:
                 return
 
@@ -770,6 +793,7 @@ class PostgresStore:
                 if added is not None:
                     result.shards[cid] = added
             if raw_rows:
+                conn.execute(RAW_ORDER_LOCK_SQL)  # seq order = commit order (iter_raw_batches)
                 with (
                     conn.cursor() as cur,
                     cur.copy(

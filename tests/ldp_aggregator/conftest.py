@@ -12,7 +12,11 @@ import pytest
 
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2_grpc
 from ldp_aggregator.server import BackgroundServer, ServerConfig
+from ldp_aggregator.service import open_store
+from ldp_aggregator.store import CampaignRecord, CampaignStore
+from ldp_client import wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
+from ldp_client.params import GRRParams
 from tests.ldp_aggregator.pg_cluster import (
     EXTERNAL_DSN_VAR,
     PgCluster,
@@ -97,3 +101,27 @@ def pg_cluster() -> Iterator[PgCluster]:
         _pg_unavailable(reason)
     with PgCluster.running() as cluster:
         yield cluster
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CampaignStore]:
+    """Each store in turn (SQLite in a temp dir, PostgreSQL in a fresh schema), holding campaign ``c``
+    (GRR, d=8, epsilon=1)."""
+    params = GRRParams.from_epsilon(8, 1.0)
+    location = (
+        str(tmp_path / "ldp.sqlite3") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    )
+    store = open_store(location)
+    msg = wire.campaign_to_proto(campaign_id="c", params=params)
+    store.create_campaign(
+        CampaignRecord(
+            campaign_id="c",
+            mechanism=params.name,
+            params_blob=msg.SerializeToString(),
+            created_unix_ms=1,
+        )
+    )
+    try:
+        yield store
+    finally:
+        store.close()

@@ -8,47 +8,28 @@ transaction, and are answered with one wake-up of the loop; each answer comes on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from ldp_aggregator.accumulators import batch_delta
-from ldp_aggregator.service import open_store
-from ldp_aggregator.store import CampaignRecord, CampaignStore, SubmitOutcome
-from ldp_client import wire
+from ldp_aggregator.store import CampaignStore, SubmitOutcome
 from ldp_client.errors import StoreUnavailableError
 from ldp_client.params import GRRParams
 
-PARAMS = GRRParams.from_epsilon(8, 1.0)
+PARAMS = GRRParams.from_epsilon(8, 1.0)  # the campaign of the any_store fixture
+
 N_CALLERS = 64
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CampaignStore]:
-    location = (
-        str(tmp_path / "ldp.sqlite3") if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    )
-    s = open_store(location)
-    msg = wire.campaign_to_proto(campaign_id="c", params=PARAMS)
-    s.create_campaign(
-        CampaignRecord(
-            campaign_id="c", mechanism=PARAMS.name, params_blob=msg.SerializeToString(), created_unix_ms=1
-        )
-    )
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _report(store: CampaignStore, i: int) -> Any:
     return store.submit_async("c", f"r{i}", 1, batch_delta(PARAMS, np.array([i % 8])), f"raw{i}".encode())
 
 
-def test_concurrent_single_reports_share_one_commit_and_are_answered_after_it(store: CampaignStore) -> None:
+def test_concurrent_single_reports_share_one_commit_and_are_answered_after_it(
+    any_store: CampaignStore,
+) -> None:
     async def main() -> tuple[list[SubmitOutcome], int, list[bool]]:
         loop = asyncio.get_running_loop()
         wakeups = 0
@@ -63,29 +44,29 @@ def test_concurrent_single_reports_share_one_commit_and_are_answered_after_it(st
         stored_when_answered: list[bool] = []
 
         async def device(i: int) -> SubmitOutcome:
-            outcome: SubmitOutcome = await _report(store, i)
+            outcome: SubmitOutcome = await _report(any_store, i)
             # Read on another connection than the writer's: visible only if the COMMIT has happened.
-            stored_when_answered.append(store.has_batch("c", f"r{i}"))
+            stored_when_answered.append(any_store.has_batch("c", f"r{i}"))
             return outcome
 
         outcomes = await asyncio.gather(*(device(i) for i in range(N_CALLERS)))
         return outcomes, wakeups, stored_when_answered
 
-    commits_before = store.stats().commits
+    commits_before = any_store.stats().commits
     outcomes, wakeups, stored_when_answered = asyncio.run(main())
     assert all(o.accepted == 1 and not o.duplicate for o in outcomes)
     assert stored_when_answered == [True] * N_CALLERS
     # One transaction and one wake-up of the loop for the 64 reports, not one (or a few) per report.
-    assert store.stats().commits - commits_before == 1
+    assert any_store.stats().commits - commits_before == 1
     assert wakeups == 1
-    assert store.accumulator("c").n == N_CALLERS
-    assert sorted(store.raw_payloads("c")) == sorted(f"raw{i}".encode() for i in range(N_CALLERS))
+    assert any_store.accumulator("c").n == N_CALLERS
+    assert sorted(any_store.raw_payloads("c")) == sorted(f"raw{i}".encode() for i in range(N_CALLERS))
 
 
-def test_a_caller_cancelled_before_its_report_was_taken_stores_nothing(store: CampaignStore) -> None:
+def test_a_caller_cancelled_before_its_report_was_taken_stores_nothing(any_store: CampaignStore) -> None:
     async def main() -> None:
-        kept = asyncio.ensure_future(_report(store, 1))
-        dropped = asyncio.ensure_future(_report(store, 2))
+        kept = asyncio.ensure_future(_report(any_store, 1))
+        dropped = asyncio.ensure_future(_report(any_store, 2))
         await asyncio.sleep(0)  # both submitted, not yet handed to the writer
         dropped.cancel()
         assert (await kept).accepted == 1
@@ -93,12 +74,12 @@ def test_a_caller_cancelled_before_its_report_was_taken_stores_nothing(store: Ca
             await dropped
 
     asyncio.run(main())
-    assert store.has_batch("c", "r1")
-    assert not store.has_batch("c", "r2")
-    assert store.accumulator("c").n == 1
+    assert any_store.has_batch("c", "r1")
+    assert not any_store.has_batch("c", "r2")
+    assert any_store.accumulator("c").n == 1
 
 
-def test_a_closed_store_answers_an_async_caller_at_once(store: CampaignStore) -> None:
-    store.close()
+def test_a_closed_store_answers_an_async_caller_at_once(any_store: CampaignStore) -> None:
+    any_store.close()
     with pytest.raises(StoreUnavailableError, match="is closed"):
-        asyncio.run(asyncio.wait_for(_report(store, 1), timeout=30))
+        asyncio.run(asyncio.wait_for(_report(any_store, 1), timeout=30))
