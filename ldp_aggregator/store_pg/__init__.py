@@ -13,7 +13,10 @@ The modules, bottom up (each imports only those above it):
 * :mod:`~ldp_aggregator.store_pg.pool`: reusable connections that are dropped once broken.
 * :mod:`~ldp_aggregator.store_pg.admin`: tokens, ``auth_required`` and the raw purge, for the store and
   for the command line.
-* :mod:`~ldp_aggregator.store_pg.core`: :class:`PostgresStore` (group commit, shards, reads).
+* :mod:`~ldp_aggregator.store_pg.writer`: the submission queue, the writer thread, group commit into
+  accumulator shard rows, the raw-order lock.
+* :mod:`~ldp_aggregator.store_pg.core`: :class:`PostgresStore` itself (open, campaigns, reads, raw
+  batches, tokens), built on the writer.
 """
 
 from __future__ import annotations

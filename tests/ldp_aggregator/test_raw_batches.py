@@ -18,7 +18,7 @@ import pytest
 from ldp_aggregator.accumulators import batch_delta
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import CampaignRecord, CampaignStore, purge_raw_file
-from ldp_aggregator.store_pg.core import RAW_ORDER_LOCK_SQL
+from ldp_aggregator.store_pg.writer import RAW_ORDER_LOCK_SQL
 from ldp_client import wire
 from ldp_client.errors import CampaignNotFoundError, InvalidParameterError
 from ldp_client.params import GRRParams
