@@ -37,7 +37,7 @@ from typing import Any
 
 import grpc
 import uvloop
-from harness import ROOT
+from harness import ROOT, free_port, metric, scrape
 
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
 from ldp_client import wire
@@ -56,6 +56,17 @@ def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    """Per thread of a process: (user, system) CPU seconds so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            out[int(task.name)] = (int(fields[11]) / tick, int(fields[12]) / tick)
+    return out
 
 
 def _client(target: str, worker: int, callers: int, n_reports: int, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -120,7 +131,11 @@ def _round(
             else ["--store", new_schema_url(pg_base)]
         )
         env = dict(os.environ, PYTHONPATH=str(tree))
-        serve = [sys.executable, "-m", "ldp_aggregator", "serve", *where, "--listen", "127.0.0.1:0"]
+        metrics_port = free_port()
+        serve = [
+            sys.executable, "-m", "ldp_aggregator", "serve", *where, "--listen", "127.0.0.1:0",
+            "--metrics-port", str(metrics_port),
+        ]  # fmt: skip
         if echo:
             serve = [sys.executable, str(Path(__file__).resolve()), "--serve-echo"]
         server = subprocess.Popen(
@@ -168,6 +183,8 @@ def _round(
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )  # fmt: skip
+            threads0 = _thread_cpu(server.pid)
+            commits0 = 0.0 if echo else metric(scrape(metrics_port), "ldp_store_commits_total")
             cpu0, t0 = _cpu_seconds(server.pid), time.monotonic()
             total = 0
             client_cpu = 0.0
@@ -177,6 +194,21 @@ def _round(
                 total += n
                 client_cpu += cpu_s
             elapsed, cpu = time.monotonic() - t0, _cpu_seconds(server.pid) - cpu0
+            if not echo:
+                commits = metric(scrape(metrics_port), "ldp_store_commits_total") - commits0
+                print(f"  {total / max(commits, 1):.1f} reports per commit ({commits:,.0f} commits)")
+            if args.threads:
+                per_thread = []
+                for tid, (user, system) in _thread_cpu(server.pid).items():
+                    u0, s0 = threads0.get(tid, (0.0, 0.0))
+                    name = "main" if tid == server.pid else str(tid)
+                    per_thread.append((user - u0 + system - s0, name, user - u0, system - s0))
+                per = 1e6 / max(total, 1)
+                for total_s, name, user, system in sorted(per_thread, reverse=True)[:6]:
+                    print(
+                        f"  thread {name}: {per * total_s:,.0f} µs/report"
+                        f" (user {per * user:,.0f}, system {per * system:,.0f})"
+                    )
             for p in procs:
                 p.join()
             if spy is not None:
@@ -223,6 +255,7 @@ def main() -> None:
     ap.add_argument("--max-rate", type=float, default=12_000, help="reports encoded ahead, per second")
     ap.add_argument("--profile", metavar="FILE", help="py-spy the server over each window (collapsed stacks)")
     ap.add_argument("--native", action="store_true", help="with --profile: native frames too")
+    ap.add_argument("--threads", action="store_true", help="the server's CPU per thread, user and system")
     ap.add_argument(
         "--echo",
         action="store_true",

@@ -11,6 +11,9 @@ it causes, grow with the number of reports instead of the number of commits. Her
 * :func:`answer_waiters`, called by the writer thread once a group is decided (committed, or failed and
   rolled back), wakes each loop once with every answer of the group for it.
 
+* :class:`CommitPacer` spaces the writer's commits while concurrent callers keep it busy, so that a
+  group holds many reports instead of two or three (see the class).
+
 The writer's rule is unchanged: a submission's future, and so its caller's answer, is set only after the
 transaction holding it has committed.
 """
@@ -20,13 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from typing import Generic, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from ldp_aggregator.store.records import SubmitOutcome
 
-__all__ = ["LoopSubmissions", "Waiting", "answer_waiters"]
+__all__ = ["DEFAULT_COMMIT_WINDOW_S", "CommitPacer", "LoopSubmissions", "Waiting", "answer_waiters"]
+
+#: Default of :class:`CommitPacer`'s window: at most this much added latency, only under concurrency.
+DEFAULT_COMMIT_WINDOW_S: Final = 0.002
 
 
 class Waiting(Protocol):
@@ -85,6 +92,48 @@ class LoopSubmissions(Generic[_W]):
                 if not sub.future.done():
                     sub.future.set_exception(exc)
         _settle([sub for sub in gathered if sub.future.done()])  # refused at once: answer now
+
+
+class CommitPacer:
+    """Spaces group commits while concurrent callers keep the writer busy, so that groups grow.
+
+    With a fast fsync the writer commits as soon as anything is queued. Under many concurrent single
+    reports (each caller waiting for its answer before sending the next) a group then holds two or three,
+    and the work paid per commit (rewriting each touched accumulator, the fsync, the transaction's
+    statements, waking the callers) is paid per two or three reports: measured over gRPC, 2.7 reports per
+    commit and half of the server's CPU in the writer. So when the previous group held more than one
+    submission (callers are concurrent) and began less than ``window_s`` ago, the writer first waits out
+    the rest of the window and takes everything that arrived meanwhile. A lone caller sending one batch
+    after another (groups of one) is never delayed, and no caller waits more than ``window_s`` extra.
+
+    Used by the writer thread only.
+    """
+
+    def __init__(
+        self,
+        window_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._sleep = sleep
+        self._last_start = float("-inf")
+        self._last_size = 0
+
+    def wait_before_group(self) -> None:
+        """Sleep out the rest of the window if the previous group showed concurrent callers."""
+        if self._window_s <= 0 or self._last_size < 2:
+            return
+        remaining = self._last_start + self._window_s - self._clock()
+        if remaining > 0:
+            self._sleep(remaining)
+
+    def group_started(self, size: int) -> None:
+        """Note that a group of ``size`` submissions is being committed now."""
+        self._last_start = self._clock()
+        self._last_size = size
 
 
 def answer_waiters(subs: Iterable[Waiting]) -> None:

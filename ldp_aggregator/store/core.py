@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final, Self
 
+from ldp_aggregator.store.answers import DEFAULT_COMMIT_WINDOW_S
 from ldp_aggregator.store.files import DIR_MODE
 from ldp_aggregator.store.records import (
     Accumulator,
@@ -71,6 +72,8 @@ class Store(GroupCommitWriter):
         decode_accumulator: ``(campaign, blob) -> Accumulator``, inverse of ``Accumulator.to_bytes``.
         zero_accumulator: ``campaign -> Accumulator`` with nothing summed, used when a campaign is created.
         group_commit_max: Most submissions committed in one transaction.
+        commit_window_s: While callers are concurrent, commits start at most this often, so groups grow
+            (:class:`~ldp_aggregator.store.answers.CommitPacer`); 0 commits as soon as anything waits.
         max_pending: Most submissions waiting for the writer; beyond it ``submit`` fails fast with
             StoreUnavailableError (back-pressure instead of unbounded memory when the disk stalls).
         busy_timeout_s: How long a connection waits for a lock held by a checkpoint or a reader.
@@ -101,6 +104,7 @@ class Store(GroupCommitWriter):
         page_size: int = 16384,
         read_only: bool = False,
         clock: Callable[[], int] = now_unix_ms,
+        commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     ) -> None:
         if str(path) == ":memory:" or str(path).startswith("file:"):
             raise InvalidParameterError(
@@ -114,6 +118,8 @@ class Store(GroupCommitWriter):
                 raise InvalidParameterError(name, value, "an integer >= 1")
         if not busy_timeout_s > 0:
             raise InvalidParameterError("busy_timeout_s", busy_timeout_s, "a number > 0")
+        if not 0 <= commit_window_s <= 1:
+            raise InvalidParameterError("commit_window_s", commit_window_s, "a number of seconds in [0, 1]")
         if page_size not in _PAGE_SIZES:
             raise InvalidParameterError("page_size", page_size, "a power of two in [512, 65536]")
         super().__init__(
@@ -125,6 +131,7 @@ class Store(GroupCommitWriter):
             max_pending=max_pending,
             read_only=read_only,
             clock=clock,
+            commit_window_s=float(commit_window_s),
         )
         self._decode = decode_accumulator
         self._zero = zero_accumulator
@@ -160,6 +167,7 @@ class Store(GroupCommitWriter):
         page_size: int = 16384,
         read_only: bool = False,
         clock: Callable[[], int] = now_unix_ms,
+        commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     ) -> Store:
         """Create the parent directories of ``path`` if needed, then open the store (see the class)."""
         if read_only:
@@ -186,6 +194,7 @@ class Store(GroupCommitWriter):
             page_size=page_size,
             read_only=read_only,
             clock=clock,
+            commit_window_s=commit_window_s,
         )
 
     # ------------------------------------------------------------------ lifecycle

@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ldp_aggregator.store.answers import LoopSubmissions, answer_waiters
+from ldp_aggregator.store.answers import CommitPacer, LoopSubmissions, answer_waiters
 from ldp_aggregator.store.files import StoreFiles
 from ldp_aggregator.store.records import (
     Accumulator,
@@ -56,6 +56,25 @@ __all__ = ["GroupCommitWriter"]
 _log = logging.getLogger("ldp_aggregator.store")
 
 _T = TypeVar("_T")
+
+
+def _insert_rows(conn: sqlite3.Connection, into: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``INSERT INTO {into} VALUES (...), (...), ...``: one statement per IN_LIST_CHUNK rows.
+
+    Not ``executemany``: the sqlite3 module releases the GIL around every statement step, so a row at a
+    time hands the GIL to the event loop thread (and back) once per row, a futex round trip each while
+    that thread is busy; a group of single reports then costs more in hand-overs than in inserts.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    marks = "(" + ", ".join("?" * width) + ")"
+    for start in range(0, len(rows), IN_LIST_CHUNK):
+        chunk = rows[start : start + IN_LIST_CHUNK]
+        conn.execute(
+            f"INSERT INTO {into} VALUES {', '.join([marks] * len(chunk))}",
+            [value for row in chunk for value in row],
+        )
 
 
 class _Submission:
@@ -98,6 +117,8 @@ class GroupCommitWriter(StoreFiles):
         path, busy_timeout_s, page_size: See :class:`~ldp_aggregator.store.files.StoreFiles`.
         retain_raw: Keep each batch's raw payload in ``raw_reports`` (in the batch's transaction).
         group_commit_max: Most submissions committed in one transaction.
+        commit_window_s: While callers are concurrent, commits start at most this often
+            (:class:`~ldp_aggregator.store.answers.CommitPacer`; 0: commit as soon as anything waits).
         max_pending: Most submissions waiting for the writer (beyond: fail fast, retryable).
         read_only: Accept no writes at all.
         clock: Milliseconds since the Unix epoch, for ``received_unix_ms``.
@@ -114,6 +135,7 @@ class GroupCommitWriter(StoreFiles):
         max_pending: int,
         read_only: bool,
         clock: Callable[[], int],
+        commit_window_s: float,
     ) -> None:
         super().__init__(path, busy_timeout_s=busy_timeout_s, page_size=page_size)
         self._retain_raw = retain_raw
@@ -144,6 +166,7 @@ class GroupCommitWriter(StoreFiles):
         self._stopping = read_only
         self._writer: threading.Thread | None = None
         self._loop_submissions: LoopSubmissions[_Submission] = LoopSubmissions(self._enqueue)
+        self._pacer = CommitPacer(commit_window_s)
 
     def submit(
         self,
@@ -279,13 +302,17 @@ class GroupCommitWriter(StoreFiles):
 
     def _writer_main(self) -> None:
         while True:
-            command: _Command | None = None
-            group: list[_Submission] = []
             with self._cv:
                 while not self._pending and not self._stopping:
                     self._cv.wait()
                 if not self._pending:
                     return  # stopping and drained
+                paced = not isinstance(self._pending[0], _Command)
+            if paced:
+                self._pacer.wait_before_group()  # only the writer takes from the queue: it only grows
+            command: _Command | None = None
+            group: list[_Submission] = []
+            with self._cv:
                 head = self._pending[0]
                 if isinstance(head, _Command):
                     command = head
@@ -299,6 +326,8 @@ class GroupCommitWriter(StoreFiles):
                             break
                         self._pending.popleft()
                         group.append(item)
+            if group:
+                self._pacer.group_started(len(group))
             try:
                 if command is not None:
                     self._run_command(command)
@@ -393,17 +422,8 @@ class GroupCommitWriter(StoreFiles):
                 outcomes.append((s, SubmitOutcome(duplicate=False, accepted=s.n_reports)))
                 accepted += 1
                 reports += s.n_reports
-            if batch_rows:
-                conn.executemany(
-                    "INSERT INTO batches (campaign_id, batch_id, n_reports, received_unix_ms)"
-                    " VALUES (?, ?, ?, ?)",
-                    batch_rows,
-                )
-            if raw_rows:
-                conn.executemany(
-                    "INSERT INTO raw_reports (rowid, campaign_id, batch_id, payload) VALUES (?, ?, ?, ?)",
-                    raw_rows,
-                )
+            _insert_rows(conn, "batches (campaign_id, batch_id, n_reports, received_unix_ms)", batch_rows)
+            _insert_rows(conn, "raw_reports (rowid, campaign_id, batch_id, payload)", raw_rows)
             if working:
                 # One accumulator write per touched campaign per group, whatever the group size.
                 conn.executemany(

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
+from ldp_aggregator.store.answers import DEFAULT_COMMIT_WINDOW_S
 from ldp_aggregator.store.records import (
     Accumulator,
     CampaignRecord,
@@ -64,6 +65,8 @@ class PostgresStore(ShardWriter):
         decode_accumulator: ``(campaign, blob) -> Accumulator``, inverse of ``Accumulator.to_bytes``.
         zero_accumulator: ``campaign -> Accumulator`` with nothing summed.
         group_commit_max: Most submissions committed in one transaction.
+        commit_window_s: While callers are concurrent, commits start at most this often, so groups grow
+            (:class:`~ldp_aggregator.store.answers.CommitPacer`); 0 commits as soon as anything waits.
         max_pending: Most submissions waiting for the writer; beyond it ``submit`` fails fast with
             StoreUnavailableError (back-pressure while the database is slow or away).
         campaign_cache_s: How long a campaign record read from the database is reused by
@@ -91,6 +94,7 @@ class PostgresStore(ShardWriter):
         campaign_cache_s: float = 1.0,
         read_only: bool = False,
         clock: Callable[[], int] = now_unix_ms,
+        commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     ) -> None:
         check_url(url)
         for name, flag in (("retain_raw", retain_raw), ("read_only", read_only)):
@@ -99,6 +103,8 @@ class PostgresStore(ShardWriter):
         for name, value in (("group_commit_max", group_commit_max), ("max_pending", max_pending)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(name, value, "an integer >= 1")
+        if not 0 <= commit_window_s <= 1:
+            raise InvalidParameterError("commit_window_s", commit_window_s, "a number of seconds in [0, 1]")
         if not campaign_cache_s >= 0:
             raise InvalidParameterError("campaign_cache_s", campaign_cache_s, "a number >= 0")
         self._location = redact(url)
@@ -112,6 +118,7 @@ class PostgresStore(ShardWriter):
             max_pending=max_pending,
             read_only=read_only,
             clock=clock,
+            commit_window_s=float(commit_window_s),
         )
         self._campaign_cache_s = float(campaign_cache_s)
         self._pool = ConnectionPool(url, self._where)

@@ -40,7 +40,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ldp_aggregator.store.answers import LoopSubmissions, answer_waiters
+from ldp_aggregator.store.answers import CommitPacer, LoopSubmissions, answer_waiters
 from ldp_aggregator.store.records import (
     Accumulator,
     BatchDelta,
@@ -132,7 +132,7 @@ class ShardWriter:
         url: The connection URL (the writer keeps its own connection).
         where: ``PostgreSQL <URL without password>``, for messages.
         retain_raw, decode_accumulator, zero_accumulator, group_commit_max, max_pending, read_only,
-        clock: See :class:`~ldp_aggregator.store_pg.core.PostgresStore`.
+        clock, commit_window_s: See :class:`~ldp_aggregator.store_pg.core.PostgresStore`.
     """
 
     def __init__(
@@ -147,6 +147,7 @@ class ShardWriter:
         max_pending: int,
         read_only: bool,
         clock: Callable[[], int],
+        commit_window_s: float,
     ) -> None:
         self._url = url
         self._where = where
@@ -174,6 +175,7 @@ class ShardWriter:
         self._wconn: psycopg.Connection | None = None
         self._writer: threading.Thread | None = None
         self._loop_submissions: LoopSubmissions[_Submission] = LoopSubmissions(self._enqueue)
+        self._pacer = CommitPacer(commit_window_s)
 
     def _start_writer(self, name: str) -> None:
         """Start the writer thread (once the schema is there)."""
@@ -311,9 +313,12 @@ class ShardWriter:
                     self._cv.wait()
                 if not self._pending:
                     return  # stopping and drained
+            self._pacer.wait_before_group()  # only the writer takes from the queue: it only grows
+            with self._cv:
                 group: list[_Submission] = []
                 while self._pending and len(group) < self._group_max:
                     group.append(self._pending.popleft())
+            self._pacer.group_started(len(group))
             try:
                 self._commit_group(group)
             except Exception as exc:  # pragma: no cover - defensive: the writer must never die

@@ -8,13 +8,18 @@ transaction, and are answered with one wake-up of the loop; each answer comes on
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from ldp_aggregator.accumulators import batch_delta
-from ldp_aggregator.store import CampaignStore, SubmitOutcome
+from ldp_aggregator.service import decode_accumulator, zero_accumulator
+from ldp_aggregator.store import CampaignRecord, CampaignStore, Store, SubmitOutcome
+from ldp_aggregator.store.answers import CommitPacer
+from ldp_aggregator.store_pg import PostgresStore
+from ldp_client import wire
 from ldp_client.errors import StoreUnavailableError
 from ldp_client.params import GRRParams
 
@@ -83,3 +88,66 @@ def test_a_closed_store_answers_an_async_caller_at_once(any_store: CampaignStore
     any_store.close()
     with pytest.raises(StoreUnavailableError, match="is closed"):
         asyncio.run(asyncio.wait_for(_report(any_store, 1), timeout=30))
+
+
+def test_the_pacer_waits_only_after_a_group_of_concurrent_callers_and_never_past_its_window() -> None:
+    now = [100.0]
+    slept: list[float] = []
+    pacer = CommitPacer(0.005, clock=lambda: now[0], sleep=slept.append)
+    pacer.wait_before_group()  # nothing committed yet
+    pacer.group_started(1)
+    now[0] += 0.001
+    pacer.wait_before_group()  # a lone caller: committed at once
+    pacer.group_started(3)
+    now[0] += 0.001
+    pacer.wait_before_group()  # concurrent callers: the rest of the window
+    assert slept == [pytest.approx(0.004)]
+    pacer.group_started(3)
+    now[0] += 0.006
+    pacer.wait_before_group()  # the window is over already
+    assert len(slept) == 1
+    off = CommitPacer(0.0, clock=lambda: now[0], sleep=slept.append)
+    off.group_started(50)
+    off.wait_before_group()
+    assert len(slept) == 1
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_concurrent_callers_one_report_at_a_time_fill_paced_groups(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """16 callers, each sending 8 reports one after another (waiting for each answer), their arrivals
+    spread out as over a network (caller d pauses d ms before each report).
+
+    Committing as soon as anything waits gives groups of one or two such reports (over gRPC: 2.7 per
+    commit); with a window the writer gathers every caller's next report, so commits stay near 8.
+    """
+    options: dict[str, Any] = {
+        "decode_accumulator": decode_accumulator,
+        "zero_accumulator": zero_accumulator,
+        "commit_window_s": 0.05,
+    }
+    store: CampaignStore
+    if kind == "sqlite":
+        store = Store.open(tmp_path / "ldp.sqlite3", **options)
+    else:
+        store = PostgresStore.open(request.getfixturevalue("pg_url"), **options)
+    with store:
+        msg = wire.campaign_to_proto(campaign_id="c", params=PARAMS)
+        store.create_campaign(
+            CampaignRecord(
+                campaign_id="c", mechanism=PARAMS.name, params_blob=msg.SerializeToString(), created_unix_ms=1
+            )
+        )
+
+        async def device(d: int) -> None:
+            for i in range(8):
+                await asyncio.sleep(d / 1000)
+                await store.submit_async("c", f"d{d}-{i}", 1, batch_delta(PARAMS, np.array([i])), None)
+
+        async def main() -> None:
+            await asyncio.gather(*(device(d) for d in range(16)))
+
+        asyncio.run(main())
+        assert store.accumulator("c").n == 128
+        assert store.stats().commits <= 16
