@@ -15,7 +15,7 @@ with several trees, ``--rounds`` alternates them (A B A B ...) so that before an
     .venv/bin/python bench/bench_single_grpc.py --seconds 10 --rounds 3 \\
         --tree before=/tmp/ldp-before --tree after=.
     .venv/bin/python bench/bench_single_grpc.py --store postgresql --seconds 10
-    .venv/bin/python bench/bench_single_grpc.py --profile /tmp/single.txt   # needs py-spy in the venv
+    .venv/bin/python bench/bench_single_grpc.py --profile /tmp/single   # py-spy (pip install py-spy)
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _store_urls(kind: str, url: str | None) -> Iterator[str | None]:
 
 
 def _round(
-    tree: Path, pg_base: str | None, args: argparse.Namespace, *, echo: bool = False
+    tree: Path, pg_base: str | None, args: argparse.Namespace, *, label: str, echo: bool = False
 ) -> tuple[float, float, float]:
     """One server from ``tree``, one timed window: reports/s, server and clients' CPU µs per report."""
     with tempfile.TemporaryDirectory(prefix="ldp-single-") as tmp:
@@ -177,7 +177,7 @@ def _round(
                     [
                         str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(server.pid),
                         "--duration", str(max(1, int(args.seconds) - 1)), "--format", "raw",
-                        "--output", args.profile, "--threads",
+                        "--output", f"{args.profile}.{label}", "--threads",
                         *(["--native"] if args.native else ["--nonblocking"]),
                     ],
                     stdout=subprocess.DEVNULL,
@@ -253,7 +253,11 @@ def main() -> None:
     ap.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")
     ap.add_argument("--url", help="an existing PostgreSQL server (a fresh schema per server)")
     ap.add_argument("--max-rate", type=float, default=12_000, help="reports encoded ahead, per second")
-    ap.add_argument("--profile", metavar="FILE", help="py-spy the server over each window (collapsed stacks)")
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="py-spy the server over each window (collapsed stacks, to FILE.LABEL)",
+    )
     ap.add_argument("--native", action="store_true", help="with --profile: native frames too")
     ap.add_argument("--threads", action="store_true", help="the server's CPU per thread, user and system")
     ap.add_argument(
@@ -276,7 +280,9 @@ def main() -> None:
     with _store_urls(args.store, args.url) as pg_base:
         for r in range(args.rounds):
             for label, path in trees:
-                rate, cpu_us, client_us = _round(Path(path).resolve(), pg_base, args, echo=label == "echo")
+                rate, cpu_us, client_us = _round(
+                    Path(path).resolve(), pg_base, args, label=label, echo=label == "echo"
+                )
                 results[label].append((rate, cpu_us, client_us))
                 print(
                     f"round {r} {label}: {rate:,.0f} reports/s, server CPU {cpu_us:,.0f} µs/report,"
