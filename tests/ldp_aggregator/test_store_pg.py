@@ -300,3 +300,23 @@ def test_a_replica_answers_unavailable_while_postgres_is_down_and_recovers_by_it
         np.testing.assert_array_equal(acc.counts, _counts([0, 1]))  # type: ignore[attr-defined]
     finally:
         store.close()
+
+
+def test_without_postgresql_the_tests_skip_with_the_reason_except_under_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The policy of the PostgreSQL fixtures, on a machine that has no binaries and no external server."""
+    from tests.ldp_aggregator import conftest, pg_cluster
+
+    monkeypatch.setattr(pg_cluster, "bindir", lambda: None)
+    monkeypatch.delenv(pg_cluster.EXTERNAL_DSN_VAR, raising=False)
+    reason = pg_cluster.unavailable_reason()
+    assert reason is not None and "install Debian's `postgresql` package" in reason
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no PostgreSQL binaries"):
+        conftest._pg_unavailable(reason)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(
+        pytest.fail.Exception, match="PostgreSQL is required under CI: no PostgreSQL binaries"
+    ):
+        conftest._pg_unavailable(reason)
