@@ -50,7 +50,7 @@ from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import LdpError, StoreUnavailableError
 
 if TYPE_CHECKING:
-    from ldp_aggregator.store import Store
+    from ldp_aggregator.store import CampaignStore
 
 
 _HELP = (
@@ -162,7 +162,7 @@ def _rpc(call: Any, *args: Any) -> Any:
 DB_ALLOWED = "allowed an ldp-aggregator database file (made by ldp-aggregator serve --db PATH)"
 
 
-def open_database(db: Path) -> Store:
+def open_database(db: Path) -> CampaignStore:
     """``--db PATH`` opened read-only (works while a server holds it), or a one-line error naming it."""
     from ldp_aggregator.service import open_store
 

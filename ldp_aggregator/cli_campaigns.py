@@ -39,6 +39,7 @@ from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
 from ldp_aggregator.store import StoreLockedError
+from ldp_aggregator.store_pg import PostgresUnreachableError
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2
 from ldp_client.errors import LdpError
@@ -60,6 +61,13 @@ def serve_cmd(
         ),
     ] = None,
     db: Annotated[Path | None, _opt("SQLite database file.", str(DEFAULT_DB))] = None,
+    store: Annotated[
+        str | None,
+        _opt(
+            "PostgreSQL URL (postgresql://USER@HOST[:PORT]/DB) shared by replicas, instead of --db.",
+            "none (SQLite --db)",
+        ),
+    ] = None,
     listen: Annotated[str | None, _opt("Address to listen on, HOST:PORT.", DEFAULT_LISTEN)] = None,
     retain_raw: Annotated[
         bool | None, _opt("Keep raw reports (needed by associate).", "retain", "--retain-raw/--no-retain-raw")
@@ -94,6 +102,7 @@ def serve_cmd(
     """
     overrides = {
         "db": db,
+        "store": store,
         "listen": listen,
         "retain_raw": retain_raw,
         "max_message_bytes": max_message_bytes,
@@ -116,9 +125,9 @@ def serve_cmd(
         settings = load_settings(config, overrides)
         configure_logging(settings.log_format, settings.log_level.upper())
         run_server(settings.server, on_ready=lambda port: print(f"ready on port {port}", flush=True))
-    except StoreLockedError as exc:  # another server holds the database
+    except (StoreLockedError, PostgresUnreachableError) as exc:  # held by another server; PostgreSQL away
         raise _fail(str(exc), EXIT_UNAVAILABLE) from None
-    except LdpError as exc:  # a bad setting, certificate, port or database file
+    except LdpError as exc:  # a bad setting, certificate, port, database file or PostgreSQL URL / login
         raise _fail(str(exc)) from None
 
 

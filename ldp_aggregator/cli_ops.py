@@ -2,6 +2,9 @@
 
 Registered on the apps of :mod:`ldp_aggregator.cli_app` by :mod:`ldp_aggregator.cli`:
 
+Each works on the server's SQLite file (``--db PATH``) or on the replicas' PostgreSQL database
+(``--store URL``), whether or not servers run on it.
+
 * ``token create --role reporter|analyst|admin [--name N] [--campaign ID ...] --db PATH`` prints a new
   token ONCE (only its SHA-256 is stored): the token alone on stdout
   (``export LDP_TOKEN=$(ldp-aggregator token create ...)``), its id and role on stderr; ``--campaign``
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +29,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator import store_pg
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2
 from ldp_aggregator.auth import Role, new_token_record
 from ldp_aggregator.cli_app import (
@@ -61,7 +66,18 @@ __all__ = [
     "token_revoke",
 ]
 
-ServerDbOpt = Annotated[Path, typer.Option("--db", help="The server's SQLite database file.")]
+ServerDbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="The server's SQLite database file.", show_default=str(DEFAULT_DB)),
+]
+ServerStoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="The replicas' PostgreSQL URL (postgresql://USER@HOST[:PORT]/DB), instead of --db.",
+        show_default=False,
+    ),
+]
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -74,16 +90,44 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "d"]
 
 
-def _prepare_db(db: Path, *, create: bool) -> None:
-    """Create or migrate the database when no server holds it (a running server already did both)."""
-    if not create and not db.is_file():
-        raise _fail(f"--db {db}: no such database file; {DB_ALLOWED}")
+@dataclass(frozen=True)
+class _Target:
+    """The database an operator command works on: an SQLite file (``--db``) or PostgreSQL (``--store``)."""
+
+    db: Path | None
+    url: str | None
+
+    @property
+    def label(self) -> str:
+        """How error lines name it (a URL without its password)."""
+        return f"--db {self.db}" if self.url is None else f"--store {store_pg.redact(self.url)}"
+
+    def fail(self, exc: LdpError) -> typer.Exit:
+        """One line for an error met on this database, with the exit code of its kind."""
+        text = str(exc) if self.url is not None else f"--db {self.db}: {exc}"
+        return _fail(text, exit_code_for_error(exc))
+
+
+def _prepare(db: Path | None, store: str | None, *, create: bool) -> _Target:
+    """The database of ``--db`` or ``--store``, created or migrated if needed (a running server did both)."""
+    if db is not None and store is not None:
+        raise _fail("--db and --store: give one of them (an SQLite file, or the replicas' PostgreSQL URL)")
+    if store is not None:
+        try:
+            store_pg.prepare(store_pg.check_url(store, "--store"), create=create)
+        except LdpError as exc:
+            raise _fail(str(exc), exit_code_for_error(exc)) from None
+        return _Target(db=None, url=store)
+    path = DEFAULT_DB if db is None else db
+    if not create and not path.is_file():
+        raise _fail(f"--db {path}: no such database file; {DB_ALLOWED}")
     try:
-        open_store(str(db)).close()
+        open_store(str(path)).close()
     except StoreLockedError:
         pass  # a server has it open: it created and migrated the file at start
     except LdpError as exc:  # not a database, or one of another program: the file given is unusable
-        raise _fail(f"--db {db}: {exc}; {DB_ALLOWED}") from None
+        raise _fail(f"--db {path}: {exc}; {DB_ALLOWED}") from None
+    return _Target(db=path, url=None)
 
 
 def token_create(
@@ -102,7 +146,8 @@ def token_create(
             show_default=False,
         ),
     ] = None,
-    db: ServerDbOpt = DEFAULT_DB,
+    db: ServerDbOpt = None,
+    store: ServerStoreOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {id, role, name, campaigns, token} as JSON.")
     ] = False,
@@ -117,12 +162,15 @@ def token_create(
         raise _fail(f"--role {role!r}: allowed {', '.join(r.value for r in Role)}")
     if campaign and role != Role.REPORTER.value:
         raise _fail(f"--campaign: only for --role reporter (a {role} token cannot be limited to campaigns)")
-    _prepare_db(db, create=True)
+    target = _prepare(db, store, create=True)
     try:
         token, record = new_token_record(role, name=name, campaigns=campaign or None)
-        add_token(db, record)
+        if target.url is not None:
+            store_pg.add_token(target.url, record)
+        else:
+            add_token(DEFAULT_DB if target.db is None else target.db, record)
     except LdpError as exc:
-        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
+        raise target.fail(exc) from None
     scope = None if record.campaigns is None else list(record.campaigns)
     if as_json:
         print_json(
@@ -144,13 +192,13 @@ def _when(ms: int | None) -> str:
     return "" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
 
 
-def token_list(db: ServerDbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+def token_list(db: ServerDbOpt = None, store: ServerStoreOpt = None, as_json: JsonOpt = False) -> None:
     """List tokens (ids, roles, names, dates; never the tokens)."""
-    _prepare_db(db, create=False)
+    target = _prepare(db, store, create=False)
     try:
-        tokens = list_tokens(db)
+        tokens = list_tokens(target.db) if target.db is not None else store_pg.list_tokens(str(target.url))
     except LdpError as exc:
-        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
+        raise target.fail(exc) from None
     if as_json:
         print_json(
             {
@@ -179,29 +227,37 @@ def token_list(db: ServerDbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
 
 def token_revoke(
     token_id: Annotated[str, typer.Argument(help="Token id (see `token list`).")],
-    db: ServerDbOpt = DEFAULT_DB,
+    db: ServerDbOpt = None,
+    store: ServerStoreOpt = None,
 ) -> None:
     """Revoke a token; a running server refuses it within its token refresh interval (1 s by default)."""
-    _prepare_db(db, create=False)
+    target = _prepare(db, store, create=False)
     try:
-        changed = revoke_token(db, token_id)
+        if target.db is not None:
+            changed = revoke_token(target.db, token_id)
+        else:
+            changed = store_pg.revoke_token(str(target.url), token_id)
     except LdpError as exc:
-        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
+        raise target.fail(exc) from None
     out.print(f"revoked {token_id}" if changed else f"{token_id} was already revoked")
 
 
 def purge_cmd(
     older_than: Annotated[str, typer.Option(help="Age, e.g. 30d, 12h, 90m (a bare number is days).")],
-    db: ServerDbOpt = DEFAULT_DB,
+    db: ServerDbOpt = None,
+    store: ServerStoreOpt = None,
 ) -> None:
     """Delete raw reports received more than --older-than ago (accumulators and estimates are kept)."""
     seconds = parse_duration(older_than)
-    _prepare_db(db, create=False)
+    target = _prepare(db, store, create=False)
     cutoff = int((time.time() - seconds) * 1000)
     try:
-        deleted = purge_raw_file(db, cutoff)
+        if target.db is not None:
+            deleted = purge_raw_file(target.db, cutoff)
+        else:
+            deleted = store_pg.purge_raw_url(str(target.url), cutoff)
     except LdpError as exc:
-        raise _fail(f"--db {db}: {exc}", exit_code_for_error(exc)) from None
+        raise target.fail(exc) from None
     out.print(f"purged {deleted} raw report batch(es) received before {older_than} ago")
 
 

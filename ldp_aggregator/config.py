@@ -2,7 +2,8 @@
 
 Example (every key optional; relative paths are relative to the file's directory)::
 
-    db = "ldp-data/ldp.sqlite3"
+    db = "ldp-data/ldp.sqlite3"      # or, for replicas sharing PostgreSQL (not both):
+    # store = "postgresql://ldp@db.example/ldp"
     listen = "0.0.0.0:50051"         # anything but loopback needs at least one access token
     retain_raw = true
     raw_retention_days = 30          # raw reports older than this are purged (0 or absent: kept)
@@ -66,6 +67,7 @@ _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 _PATHS: Final = frozenset({"db", "tls_cert", "tls_key", "tls_client_ca"})
 _TYPES: Final[Mapping[str, tuple[type, ...]]] = {
     "db": (str,),
+    "store": (str,),
     "listen": (str,),
     "retain_raw": (bool,),
     "max_message_bytes": (int,),
@@ -204,6 +206,14 @@ def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None 
         _check_type("option", key, given)
         merged[key] = Path(given) if key in _PATHS else given
 
+    if "db" in merged and "store" in merged:
+        from ldp_aggregator.store_pg import redact
+
+        raise InvalidParameterError(
+            "store",
+            redact(str(merged["store"])),
+            "either db (an SQLite file) or store (a PostgreSQL URL), not both (file and options together)",
+        )
     log_format = str(merged.pop("log_format", "text"))
     if log_format not in LOG_FORMATS:
         raise InvalidParameterError("log_format", log_format, " or ".join(LOG_FORMATS))

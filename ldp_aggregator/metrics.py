@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 if TYPE_CHECKING:
-    from ldp_aggregator.store import Store
+    from ldp_aggregator.store import CampaignStore
 
 __all__ = ["COMMIT_LATENCY_BUCKETS", "Metrics"]
 
@@ -97,7 +97,7 @@ class Metrics:
         self._http: tuple[object, threading.Thread] | None = None
         self.port: int | None = None
 
-    def bind_store(self, store: Store) -> None:
+    def bind_store(self, store: CampaignStore) -> None:
         """Export the store's queue length and commit counters (read at scrape time)."""
         r = self.registry
         pending = Gauge("ldp_store_pending", "Submissions waiting for the store writer.", registry=r)

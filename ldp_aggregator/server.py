@@ -56,7 +56,7 @@ from ldp_aggregator.logs import log_event
 from ldp_aggregator.metrics import Metrics
 from ldp_aggregator.ratelimit import Limits, RateLimiter
 from ldp_aggregator.service import Aggregator, AnalystServicer, CollectorServicer, open_store
-from ldp_aggregator.store import Store
+from ldp_aggregator.store import CampaignStore
 from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc
 from ldp_client.errors import InvalidParameterError, LdpError
 
@@ -122,7 +122,9 @@ class ServerConfig:
     """How to run the aggregator.
 
     Attributes:
-        db: SQLite database file (created with its directory).
+        db: SQLite database file (created with its directory); not used when ``store`` is set.
+        store: PostgreSQL URL (``postgresql://USER@HOST[:PORT]/DATABASE``) of a database several
+            replicas share (tables created or migrated at start), or None for the SQLite file ``db``.
         listen: ``HOST:PORT``; port 0 picks a free port. A non-loopback host needs an access token in the
             database.
         retain_raw: Keep every batch's raw reports next to the accumulators.
@@ -150,6 +152,7 @@ class ServerConfig:
     """
 
     db: Path = DEFAULT_DB
+    store: str | None = None
     listen: str = DEFAULT_LISTEN
     retain_raw: bool = True
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -170,6 +173,10 @@ class ServerConfig:
     keepalive_s: float = 60.0
 
     def __post_init__(self) -> None:
+        if self.store is not None:
+            from ldp_aggregator.store_pg import check_url
+
+            check_url(self.store)
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise InvalidParameterError("listen", self.listen, "HOST:PORT with a port in [0, 65535]")
@@ -207,6 +214,11 @@ class ServerConfig:
     @property
     def host(self) -> str:
         return self.listen.rpartition(":")[0]
+
+    @property
+    def store_location(self) -> str:
+        """What :func:`~ldp_aggregator.service.open_store` opens: the PostgreSQL URL, else the file."""
+        return self.store if self.store is not None else str(self.db)
 
 
 def _read_pem(field_name: str, path: Path) -> bytes:
@@ -432,7 +444,7 @@ class _Running:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
-async def _reload_tokens(store: Store, auth: Authenticator) -> None:
+async def _reload_tokens(store: CampaignStore, auth: Authenticator) -> None:
     """Re-read the stored tokens into ``auth`` (periodically, and at once for an unknown token).
 
     Raises:
@@ -449,7 +461,7 @@ async def _reload_tokens(store: Store, auth: Authenticator) -> None:
             _log_no_valid_tokens()
 
 
-async def _refresh_tokens(store: Store, auth: Authenticator, every_s: float) -> None:
+async def _refresh_tokens(store: CampaignStore, auth: Authenticator, every_s: float) -> None:
     warned = False
     while True:
         await asyncio.sleep(every_s)
@@ -463,7 +475,7 @@ async def _refresh_tokens(store: Store, auth: Authenticator, every_s: float) -> 
         warned = False
 
 
-async def _purge_loop(store: Store, metrics: Metrics, days: float, every_s: float) -> None:
+async def _purge_loop(store: CampaignStore, metrics: Metrics, days: float, every_s: float) -> None:
     while True:
         cutoff = int((time.time() - days * 86400.0) * 1000)
         try:
@@ -476,7 +488,7 @@ async def _purge_loop(store: Store, metrics: Metrics, days: float, every_s: floa
         await asyncio.sleep(every_s)
 
 
-async def _watch_store(store: Store, servicer: Any) -> None:
+async def _watch_store(store: CampaignStore, servicer: Any) -> None:
     """Collector health follows the store: NOT_SERVING while its last commit failed, else SERVING."""
     serving = health_pb2.HealthCheckResponse.SERVING
     not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -495,7 +507,7 @@ async def _watch_store(store: Store, servicer: Any) -> None:
 async def _start(config: ServerConfig) -> _Running:
     # Before the store: a taken address must not create or lock a database.
     _check_address_free(config.listen)
-    store = open_store(str(config.db), retain_raw=config.retain_raw)
+    store = open_store(config.store_location, retain_raw=config.retain_raw)
     metrics = Metrics()
     try:
         authenticator = Authenticator(
@@ -507,7 +519,8 @@ async def _start(config: ServerConfig) -> _Running:
                 "listen",
                 config.listen,
                 "a loopback address (127.0.0.1, [::1] or localhost) while the database holds no access"
-                " token: create tokens first (`ldp-aggregator token create --role ROLE --db PATH`)",
+                " token: create tokens first (`ldp-aggregator token create --role ROLE --db PATH`, or"
+                " `--store URL`)",
             )
         credentials = _server_credentials(config)
         metrics.bind_store(store)
@@ -592,11 +605,14 @@ async def _start(config: ServerConfig) -> _Running:
 
 def _log_started(config: ServerConfig, running: _Running) -> None:
     tls = "mutual" if config.tls_client_ca is not None else ("on" if config.tls_cert is not None else "off")
+    where: dict[str, str] = (
+        {"store": running.aggregator.store.location} if config.store else {"db": str(config.db)}
+    )
     log_event(
         log,
         "server_started",
         listen=f"{config.host}:{running.port}",
-        db=str(config.db),
+        **where,  # type: ignore[arg-type]  # fields are free-form; mypy reads the keyword-only level
         tls=tls,
         auth="on" if running.authenticator.required else "off",
         tokens=running.authenticator.active_tokens,

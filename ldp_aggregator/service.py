@@ -29,7 +29,14 @@ from ldp_aggregator.association import ReportsUnavailableError
 from ldp_aggregator.auth import PermissionDeniedError, UnauthenticatedError
 from ldp_aggregator.logs import log_event
 from ldp_aggregator.ratelimit import DEFAULT_MAX_ACCUMULATOR_BYTES, ResourceLimitError
-from ldp_aggregator.store import BatchDelta, CampaignRecord, Store, SubmitOutcome
+from ldp_aggregator.store import (
+    BatchDelta,
+    CampaignRecord,
+    CampaignStore,
+    Store,
+    SubmitOutcome,
+    is_postgres_url,
+)
 from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
 
@@ -152,13 +159,24 @@ def zero_accumulator(record: CampaignRecord) -> Accumulator:
     return accumulator_for(info_from_record(record).params)
 
 
-def open_store(path: str, *, retain_raw: bool = True, read_only: bool = False) -> Store:
-    """The aggregator's store at ``path`` (created with its directory if missing, unless read-only).
+def open_store(location: str, *, retain_raw: bool = True, read_only: bool = False) -> CampaignStore:
+    """The aggregator's store at ``location``: a PostgreSQL URL (``postgresql://...``, shared by replicas)
+    or an SQLite file path (created with its directory if missing, unless read-only).
 
-    ``read_only`` opens a snapshot that can be read while a server holds the database for writing.
+    ``read_only`` opens a store that can be read while servers write to the same database.
     """
+    if is_postgres_url(location):
+        from ldp_aggregator.store_pg import PostgresStore
+
+        return PostgresStore.open(
+            location,
+            retain_raw=retain_raw,
+            read_only=read_only,
+            decode_accumulator=decode_accumulator,
+            zero_accumulator=zero_accumulator,
+        )
     return Store.open(
-        path,
+        location,
         retain_raw=retain_raw,
         read_only=read_only,
         decode_accumulator=decode_accumulator,
@@ -210,10 +228,11 @@ class _Campaign:
 
 
 class Aggregator:
-    """Campaigns, ingestion and estimates over a :class:`Store`; independent of gRPC.
+    """Campaigns, ingestion and estimates over a store; independent of gRPC.
 
     Args:
-        store: Where campaigns, batches and accumulators live.
+        store: Where campaigns, batches and accumulators live: any :class:`CampaignStore` (SQLite or
+            PostgreSQL; the aggregator does not care which).
         clock: Seconds since the Unix epoch (creation times).
         metrics: Where to count commits (None: not counted).
         max_accumulator_bytes: Largest accumulator a new campaign may need (memory, and the blob every
@@ -222,7 +241,7 @@ class Aggregator:
 
     def __init__(
         self,
-        store: Store,
+        store: CampaignStore,
         *,
         clock: Callable[[], float] = time.time,
         metrics: Metrics | None = None,

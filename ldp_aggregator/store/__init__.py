@@ -22,12 +22,16 @@ The modules, bottom up (each imports only those above it):
 * :mod:`~ldp_aggregator.store.maintenance` and :mod:`~ldp_aggregator.store.tokens`: short connections for
   the CLI while a server holds the file; access tokens and the persisted ``auth_required`` switch.
 * :mod:`~ldp_aggregator.store.core`: :class:`Store` itself (open, campaigns, reads).
+* :mod:`~ldp_aggregator.store.base`: :class:`CampaignStore`, the interface the service, the server and the
+  command line use, which :class:`Store` and :class:`ldp_aggregator.store_pg.PostgresStore` (PostgreSQL,
+  several replicas) both implement.
 
 Import the public names from this package (``from ldp_aggregator.store import Store``).
 """
 
 from __future__ import annotations
 
+from ldp_aggregator.store.base import CampaignStore, is_postgres_url
 from ldp_aggregator.store.core import Store
 from ldp_aggregator.store.maintenance import purge_raw_file
 from ldp_aggregator.store.records import (
@@ -50,6 +54,7 @@ __all__ = [
     "Accumulator",
     "BatchDelta",
     "CampaignRecord",
+    "CampaignStore",
     "Store",
     "StoreLockedError",
     "StoreSchemaError",
@@ -58,6 +63,7 @@ __all__ = [
     "TokenRecord",
     "add_token",
     "auth_required_file",
+    "is_postgres_url",
     "list_tokens",
     "purge_raw_file",
     "revoke_token",

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final, Self
 
+from ldp_aggregator.store.answers import DEFAULT_COMMIT_WINDOW_S
 from ldp_aggregator.store.files import DIR_MODE
 from ldp_aggregator.store.records import (
     Accumulator,
@@ -69,6 +70,8 @@ class Store(GroupCommitWriter):
         decode_accumulator: ``(campaign, blob) -> Accumulator``, inverse of ``Accumulator.to_bytes``.
         zero_accumulator: ``campaign -> Accumulator`` with nothing summed, used when a campaign is created.
         group_commit_max: Most submissions committed in one transaction.
+        commit_window_s: While callers are concurrent, commits start at most this often, so groups grow
+            (:class:`~ldp_aggregator.store.answers.CommitPacer`); 0 commits as soon as anything waits.
         max_pending: Most submissions waiting for the writer; beyond it ``submit`` fails fast with
             StoreUnavailableError (back-pressure instead of unbounded memory when the disk stalls).
         busy_timeout_s: How long a connection waits for a lock held by a checkpoint or a reader.
@@ -99,6 +102,7 @@ class Store(GroupCommitWriter):
         page_size: int = 16384,
         read_only: bool = False,
         clock: Callable[[], int] = now_unix_ms,
+        commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     ) -> None:
         if str(path) == ":memory:" or str(path).startswith("file:"):
             raise InvalidParameterError(
@@ -112,6 +116,8 @@ class Store(GroupCommitWriter):
                 raise InvalidParameterError(name, value, "an integer >= 1")
         if not busy_timeout_s > 0:
             raise InvalidParameterError("busy_timeout_s", busy_timeout_s, "a number > 0")
+        if not 0 <= commit_window_s <= 1:
+            raise InvalidParameterError("commit_window_s", commit_window_s, "a number of seconds in [0, 1]")
         if page_size not in _PAGE_SIZES:
             raise InvalidParameterError("page_size", page_size, "a power of two in [512, 65536]")
         super().__init__(
@@ -123,6 +129,7 @@ class Store(GroupCommitWriter):
             max_pending=max_pending,
             read_only=read_only,
             clock=clock,
+            commit_window_s=float(commit_window_s),
         )
         self._decode = decode_accumulator
         self._zero = zero_accumulator
@@ -156,6 +163,7 @@ class Store(GroupCommitWriter):
         page_size: int = 16384,
         read_only: bool = False,
         clock: Callable[[], int] = now_unix_ms,
+        commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     ) -> Store:
         """Create the parent directories of ``path`` if needed, then open the store (see the class)."""
         if read_only:
@@ -182,6 +190,7 @@ class Store(GroupCommitWriter):
             page_size=page_size,
             read_only=read_only,
             clock=clock,
+            commit_window_s=commit_window_s,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -195,6 +204,11 @@ class Store(GroupCommitWriter):
     def retain_raw(self) -> bool:
         """Whether raw payloads are kept."""
         return self._retain_raw
+
+    @property
+    def location(self) -> str:
+        """The database file, as a string (for messages and logs)."""
+        return str(self._path)
 
     def __enter__(self) -> Self:
         return self
@@ -353,34 +367,16 @@ class Store(GroupCommitWriter):
         Raises:
             CampaignNotFoundError: No such campaign (raised at call time, not on first ``next``).
         """
-        self.get_campaign(campaign_id)
-        return self._iter_raw(campaign_id)
+        return (payload for _, payload in self.iter_raw_batches(campaign_id))
 
-    def _iter_raw(self, campaign_id: str) -> Iterator[bytes]:
-        if not self._has_raw_table:
-            return
-        last_rowid = -1
-        while True:
-            with self._reader() as conn:
-                rows = conn.execute(
-                    "SELECT rowid, payload FROM raw_reports WHERE campaign_id = ? AND rowid > ?"
-                    " ORDER BY rowid LIMIT ?",
-                    (campaign_id, last_rowid, _RAW_CHUNK_ROWS),
-                ).fetchall()
-            for rowid, payload in rows:
-                last_rowid = rowid
-                yield bytes(payload)
-            if len(rows) < _RAW_CHUNK_ROWS:
-                return
+    def iter_raw_batches(self, campaign_id: str, after_position: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The campaign's retained raw batches after ``after_position``, in ingest order: (position, payload).
 
-    def iter_raw_batches(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
-        """Committed raw payloads of the campaign after ``after_position``, as ``(position, payload)``.
-
-        In ingest (commit) order, lazily, in short read transactions like :meth:`raw_payloads`. A position
-        is a positive integer that grows with every row stored (the row's rowid), so a reader that keeps
-        the last position it saw resumes with ``after_position`` = that position and gets only what was
-        committed since (the report archive's incremental export). ``after_position=0`` reads from the
-        start. Purged rows are gone; the positions of the others do not change.
+        A position is the raw row's ``position`` (an AUTOINCREMENT key): increasing in commit order (one
+        writer commits groups one after another) and never reused or renumbered, even after a purge deleted
+        the newest rows or a VACUUM (see :data:`~ldp_aggregator.store.schema.RAW_SCHEMA`). A reader that saw
+        position P resumes with ``after_position=P`` and misses nothing committed since. Read lazily, in
+        short read transactions.
 
         Raises:
             CampaignNotFoundError: No such campaign (raised at call time, not on first ``next``).
@@ -389,22 +385,22 @@ class Store(GroupCommitWriter):
         if isinstance(after_position, bool) or not isinstance(after_position, int) or after_position < 0:
             raise InvalidParameterError("after_position", after_position, "an integer >= 0")
         self.get_campaign(campaign_id)
-        return self._iter_positions(campaign_id, after_position)
+        return self._iter_raw(campaign_id, after_position)
 
-    def _iter_positions(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
+    def _iter_raw(self, campaign_id: str, after_position: int) -> Iterator[tuple[int, bytes]]:
         if not self._has_raw_table:
             return
-        last = after_position
+        last_rowid = after_position
         while True:
             with self._reader() as conn:
                 rows = conn.execute(
                     "SELECT rowid, payload FROM raw_reports WHERE campaign_id = ? AND rowid > ?"
                     " ORDER BY rowid LIMIT ?",
-                    (campaign_id, last, _RAW_CHUNK_ROWS),
+                    (campaign_id, last_rowid, _RAW_CHUNK_ROWS),
                 ).fetchall()
             for rowid, payload in rows:
-                last = int(rowid)
-                yield last, bytes(payload)
+                last_rowid = int(rowid)
+                yield last_rowid, bytes(payload)
             if len(rows) < _RAW_CHUNK_ROWS:
                 return
 

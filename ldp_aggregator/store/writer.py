@@ -26,11 +26,12 @@ import logging
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ldp_aggregator.store.answers import CommitPacer, LoopSubmissions, answer_waiters
 from ldp_aggregator.store.files import StoreFiles
 from ldp_aggregator.store.records import (
     Accumulator,
@@ -57,8 +58,27 @@ _log = logging.getLogger("ldp_aggregator.store")
 _T = TypeVar("_T")
 
 
+def _insert_rows(conn: sqlite3.Connection, into: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``INSERT INTO {into} VALUES (...), (...), ...``: one statement per IN_LIST_CHUNK rows.
+
+    Not ``executemany``: the sqlite3 module releases the GIL around every statement step, so a row at a
+    time hands the GIL to the event loop thread (and back) once per row, a futex round trip each while
+    that thread is busy; a group of single reports then costs more in hand-overs than in inserts.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    marks = "(" + ", ".join("?" * width) + ")"
+    for start in range(0, len(rows), IN_LIST_CHUNK):
+        chunk = rows[start : start + IN_LIST_CHUNK]
+        conn.execute(
+            f"INSERT INTO {into} VALUES {', '.join([marks] * len(chunk))}",
+            [value for row in chunk for value in row],
+        )
+
+
 class _Submission:
-    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload")
+    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload", "waiter")
 
     def __init__(
         self,
@@ -74,6 +94,7 @@ class _Submission:
         self.delta = delta
         self.raw_payload = raw_payload
         self.future: Future[SubmitOutcome] = Future()
+        self.waiter: asyncio.Future[SubmitOutcome] | None = None  # set by submit_async
 
 
 class _Command:
@@ -96,6 +117,8 @@ class GroupCommitWriter(StoreFiles):
         path, busy_timeout_s, page_size: See :class:`~ldp_aggregator.store.files.StoreFiles`.
         retain_raw: Keep each batch's raw payload in ``raw_reports`` (in the batch's transaction).
         group_commit_max: Most submissions committed in one transaction.
+        commit_window_s: While callers are concurrent, commits start at most this often
+            (:class:`~ldp_aggregator.store.answers.CommitPacer`; 0: commit as soon as anything waits).
         max_pending: Most submissions waiting for the writer (beyond: fail fast, retryable).
         read_only: Accept no writes at all.
         clock: Milliseconds since the Unix epoch, for ``received_unix_ms``.
@@ -112,6 +135,7 @@ class GroupCommitWriter(StoreFiles):
         max_pending: int,
         read_only: bool,
         clock: Callable[[], int],
+        commit_window_s: float,
     ) -> None:
         super().__init__(path, busy_timeout_s=busy_timeout_s, page_size=page_size)
         self._retain_raw = retain_raw
@@ -138,6 +162,8 @@ class GroupCommitWriter(StoreFiles):
         self._accepting = not read_only
         self._stopping = read_only
         self._writer: threading.Thread | None = None
+        self._loop_submissions: LoopSubmissions[_Submission] = LoopSubmissions(self._enqueue)
+        self._pacer = CommitPacer(commit_window_s)
 
     def submit(
         self,
@@ -168,6 +194,15 @@ class GroupCommitWriter(StoreFiles):
             InvalidParameterError: Malformed ids.
             InvalidReportError: ``n_reports`` is negative or differs from ``delta.n``.
         """
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        self._enqueue((sub,))
+        return sub.future
+
+    @staticmethod
+    def _submission(
+        campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw_payload: bytes | None
+    ) -> _Submission:
+        """A checked submission (raises for malformed ids and counts; see :meth:`submit`)."""
         check_id("campaign_id", campaign_id)
         check_id("batch_id", batch_id)
         if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
@@ -176,21 +211,24 @@ class GroupCommitWriter(StoreFiles):
             raise InvalidReportError("n_reports", n_reports, f"the batch accumulator's n={delta.n}")
         if raw_payload is not None and not isinstance(raw_payload, bytes):
             raw_payload = bytes(raw_payload)
-        sub = _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        return _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+
+    def _enqueue(self, subs: Sequence[_Submission]) -> None:
+        """Queue submissions for the writer with one wake-up, or fail them at once (closed, queue full)."""
         with self._cv:
-            if not self._accepting:
-                sub.future.set_exception(StoreUnavailableError(self._refusal()))
-            elif len(self._pending) >= self._max_pending:
-                sub.future.set_exception(
-                    StoreUnavailableError(
-                        f"store {str(self._path)!r} has {len(self._pending)} submissions waiting for the disk"
-                        f" (max_pending={self._max_pending}); retry later"
+            for sub in subs:
+                if not self._accepting:
+                    sub.future.set_exception(StoreUnavailableError(self._refusal()))
+                elif len(self._pending) >= self._max_pending:
+                    sub.future.set_exception(
+                        StoreUnavailableError(
+                            f"store {str(self._path)!r} has {len(self._pending)} submissions waiting for the"
+                            f" disk (max_pending={self._max_pending}); retry later"
+                        )
                     )
-                )
-            else:
-                self._pending.append(sub)
-                self._cv.notify()
-        return sub.future
+                else:
+                    self._pending.append(sub)
+            self._cv.notify()
 
     async def submit_async(
         self,
@@ -200,8 +238,14 @@ class GroupCommitWriter(StoreFiles):
         delta: BatchDelta,
         raw_payload: bytes | None = None,
     ) -> SubmitOutcome:
-        """:meth:`submit` for asyncio code (grpc.aio servicers): returns once the batch is committed."""
-        return await asyncio.wrap_future(self.submit(campaign_id, batch_id, n_reports, delta, raw_payload))
+        """:meth:`submit` for asyncio code (grpc.aio servicers): returns once the batch is committed.
+
+        The submissions of one event-loop iteration reach the writer together and are answered together
+        after their COMMIT (:mod:`ldp_aggregator.store.answers`): a loop's many concurrent single reports
+        cost one writer wake-up and one loop wake-up per group, not per report.
+        """
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        return await self._loop_submissions.wait(sub)
 
     def stats(self) -> StoreStats:
         """Counters since open."""
@@ -255,13 +299,17 @@ class GroupCommitWriter(StoreFiles):
 
     def _writer_main(self) -> None:
         while True:
-            command: _Command | None = None
-            group: list[_Submission] = []
             with self._cv:
                 while not self._pending and not self._stopping:
                     self._cv.wait()
                 if not self._pending:
                     return  # stopping and drained
+                paced = not isinstance(self._pending[0], _Command)
+            if paced:
+                self._pacer.wait_before_group()  # only the writer takes from the queue: it only grows
+            command: _Command | None = None
+            group: list[_Submission] = []
+            with self._cv:
                 head = self._pending[0]
                 if isinstance(head, _Command):
                     command = head
@@ -275,6 +323,8 @@ class GroupCommitWriter(StoreFiles):
                             break
                         self._pending.popleft()
                         group.append(item)
+            if group:
+                self._pacer.group_started(len(group))
             try:
                 if command is not None:
                     self._run_command(command)
@@ -285,6 +335,7 @@ class GroupCommitWriter(StoreFiles):
                 for s in group:
                     if not s.future.done():
                         s.future.set_exception(StoreUnavailableError(f"internal store error: {exc!r}"))
+            answer_waiters(group)  # after COMMIT (or the rollback): one wake-up per waiting event loop
 
     def _run_command(self, cmd: _Command) -> None:
         if not cmd.future.set_running_or_notify_cancel():
@@ -368,16 +419,9 @@ class GroupCommitWriter(StoreFiles):
                 outcomes.append((s, SubmitOutcome(duplicate=False, accepted=s.n_reports)))
                 accepted += 1
                 reports += s.n_reports
-            if batch_rows:
-                conn.executemany(
-                    "INSERT INTO batches (campaign_id, batch_id, n_reports, received_unix_ms)"
-                    " VALUES (?, ?, ?, ?)",
-                    batch_rows,
-                )
-            if raw_rows:
-                conn.executemany(
-                    "INSERT INTO raw_reports (campaign_id, batch_id, payload) VALUES (?, ?, ?)", raw_rows
-                )
+            _insert_rows(conn, "batches (campaign_id, batch_id, n_reports, received_unix_ms)", batch_rows)
+            # position: AUTOINCREMENT (schema.RAW_SCHEMA), so in commit order and never reused.
+            _insert_rows(conn, "raw_reports (campaign_id, batch_id, payload)", raw_rows)
             if working:
                 # One accumulator write per touched campaign per group, whatever the group size.
                 conn.executemany(
