@@ -36,6 +36,9 @@ _BYTE_TABLE_MAX_ENTRIES = 1 << 21
 _TABLE_TARGET = 1 << 18
 # Elements of the index array built per chunk (2 MiB of intp: stays in cache; measured fastest).
 _CHUNK_ELEMENTS = 1 << 18
+# Above this many unpacked 0/1 bytes per chunk, _count_by_sorting sums bytes into int64 directly instead
+# of summing an int64 copy (which then outgrows the cache).
+_WIDE_CHUNK_ELEMENTS = 1 << 17
 # Report bits as a (256, 8) table: row b holds the 8 bits of byte value b, bit 0 first (little order).
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
     np.int64
@@ -276,7 +279,13 @@ class BitCountAccumulator:
             order = np.argsort(c, kind="stable")
             sorted_c = c[order]
             starts = np.flatnonzero(np.r_[True, sorted_c[1:] != sorted_c[:-1]])
-            sums = np.add.reduceat(unpacked[order].astype(np.int64), starts, axis=0)
+            if unpacked.size <= _WIDE_CHUNK_ELEMENTS:
+                sums = np.add.reduceat(unpacked[order].astype(np.int64), starts, axis=0)
+            else:
+                # Wide reports (a sketch's 1,024-bit rows): an int64 copy of the chunk no longer fits
+                # the cache, so sum the 0/1 bytes straight into int64 (2-4x faster at k >= 256; slower
+                # than the copy below that, measured at n = 1,000).
+                sums = np.add.reduceat(unpacked[order], starts, axis=0, dtype=np.int64)
             out[sorted_c[starts]] += sums
         return out
 

@@ -141,15 +141,18 @@ def test_bit_counts_match_reference(m: int, k: int) -> None:
     assert acc.n == n
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["int64-copy", "wide-rows"])
 @pytest.mark.parametrize(("m", "k"), [(64, 128), (1, 13), (7, 30)])
-def test_bit_counts_sorting_path_matches(monkeypatch: pytest.MonkeyPatch, m: int, k: int) -> None:
-    """The fallback used when the byte table would be too big gives the same counts."""
+def test_bit_counts_sorting_path_matches(monkeypatch: pytest.MonkeyPatch, m: int, k: int, wide: bool) -> None:
+    """The fallback used when the byte table would be too big gives the same counts (both ways of summing
+    a chunk: an int64 copy, and the 0/1 bytes summed into int64 for wide rows)."""
     rng = np.random.default_rng(7 + m + k)
     n = 2000
     bits01 = rng.integers(0, 2, size=(n, k), dtype=np.uint8)
     cohorts = rng.integers(0, m, size=n).astype(np.uint32)
     monkeypatch.setattr(acc_mod, "_BYTE_TABLE_MAX_ENTRIES", 0)
     monkeypatch.setattr(acc_mod, "_CHUNK_ELEMENTS", 64 * k)  # several chunks
+    monkeypatch.setattr(acc_mod, "_WIDE_CHUNK_ELEMENTS", 0 if wide else 1 << 30)
     acc = BitCountAccumulator.zero(m, k)
     acc.add_bits(_pack(bits01), cohorts)
     assert np.array_equal(acc.ones, _reference_ones(bits01, cohorts, m))
