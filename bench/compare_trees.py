@@ -2,7 +2,8 @@
 
 Used to show that a restructuring made no hot path slower: the same benchmark, in the tree before and the
 tree after, in turn (A B A B ...), so that the machine's drift hits both alike. Each tree runs with its own
-``.venv/bin/python`` and the benchmark script of that tree.
+``.venv/bin/python`` (a symbolic link to another checkout's is fine), its code first on ``PYTHONPATH``, and
+the benchmark script of that tree.
 
 Every output line is reduced to a template (numbers replaced by ``#``); a figure is a number at one
 position of one template. Its direction is read from the unit that follows it: ``.../s`` (a rate) is better
@@ -62,10 +63,11 @@ def _run(tree: Path, argv: list[str], timeout: float, script_tree: Path | None =
     """Run ``argv`` with ``tree``'s Python in ``tree``; with ``script_tree``, run that tree's script file
     instead, importing the code of ``tree`` (``PYTHONPATH``)."""
     python = tree / ".venv" / "bin" / "python"
-    env = dict(os.environ)
+    # The tree's code first on the path, whatever its venv's editable install points at (a tree may borrow
+    # another checkout's venv, e.g. a worktree of the commit to measure).
+    env = dict(os.environ, PYTHONPATH=str(tree))
     if script_tree is not None:
         argv = [str(script_tree / argv[0]), *argv[1:]]
-        env["PYTHONPATH"] = str(tree)
     done = subprocess.run(
         [str(python), *argv], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
