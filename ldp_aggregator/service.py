@@ -289,7 +289,13 @@ class Aggregator:
         """The committed accumulator, its counts and the estimate made from it, from one snapshot."""
         record, acc, n_batches = self.store.snapshot(campaign_id)
         info = info_from_record(record)
-        est = estimate_campaign(info, cast(Accumulator, acc), candidates=candidates, confidence=confidence)
+        est = estimate_campaign(
+            info,
+            cast(Accumulator, acc),
+            candidates=candidates,
+            confidence=confidence,
+            reports=lambda: self.store.raw_payloads(campaign_id),  # read only by discovery (issue 16)
+        )
         estimate = estimate_to_proto(est)
         estimate.note = estimate_note(info, candidates)
         return analyst_pb2.ExportCampaignResponse(
@@ -435,6 +441,7 @@ class Aggregator:
             candidates=candidates,
             confidence=confidence,
             population_size=population_size,  # numeric mechanisms (issue 6); None = n_reports
+            reports=lambda: self.store.raw_payloads(campaign_id),  # read only by discovery (issue 16)
         )
 
 
