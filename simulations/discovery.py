@@ -10,8 +10,8 @@ submits every report through ``Collector.Submit`` and reads the discovered value
 Metrics against the truth (the users' sampled values; Wang, Li, Jha 2018 for NCR):
 
 - precision and recall of the top-K for K = 16 and 32: of the K highest-ranked discovered values, the
-  share among the K most common true values (precision; over the discovered ones when fewer than K), and
-  the share of those K true values discovered at all (recall);
+  share whose true count is at least the K-th largest (precision; over the discovered ones when fewer
+  than K; tie-aware), and the share of the K most common true values discovered at all (recall);
 - NCR (normalised cumulative rank) of the top-K: the true top-K value of rank i (1-based) scores K + 1 - i
   when discovered; NCR is the sum of the scores over K (K + 1) / 2;
 - the error of the estimated counts of the discovered values that users hold: mean absolute error, RMSE,
@@ -60,17 +60,22 @@ class DiscoverySimResult:
 
 
 def discovery_metrics(items: Sequence[DiscoveredItem], truth: dict[str, int]) -> dict[str, float]:
-    """Precision, recall and NCR of the top 16 and 32, and the count errors (module docstring)."""
+    """Precision, recall and NCR of the top 16 and 32, and the count errors (module docstring).
+
+    A label listed twice counts once (its first place). Precision is tie-aware: a discovered value among
+    the first K counts as a hit when its true count is at least the K-th largest true count (so that which
+    of equally common values make the "true top K" does not matter)."""
     ranked = sorted(truth, key=lambda v: (-truth[v], v))
-    found = [it.label for it in items]
+    found = list(dict.fromkeys(it.label for it in items))
+    found_set = set(found)
     out: dict[str, float] = {}
     for k in _TOPS:
         top = ranked[:k]
-        top_set = set(top)
+        kth = truth[top[-1]] if top else 0
         head = found[:k]
-        hits = sum(1 for v in head if v in top_set)
+        hits = sum(1 for v in head if truth.get(v, 0) >= kth > 0)
         out[f"precision_top{k}"] = hits / len(head) if head else 0.0
-        out[f"recall_top{k}"] = sum(1 for v in top if v in set(found)) / len(top) if top else 0.0
+        out[f"recall_top{k}"] = sum(1 for v in top if v in found_set) / len(top) if top else 0.0
         score = {v: len(top) - i for i, v in enumerate(top)}
         out[f"ncr_top{k}"] = (
             sum(score.get(v, 0) for v in head) / (len(top) * (len(top) + 1) / 2) if top else 0.0

