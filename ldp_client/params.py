@@ -124,8 +124,8 @@ MechanismParams = (
     | HybridParams
     | SRParams
     | MultidimParams
-    | PairedParams
     | PEMParams
+    | PairedParams
 )
 MechanismName = Literal[
     "rr",
@@ -146,8 +146,8 @@ MechanismName = Literal[
     "hybrid",
     "sr",
     "multidim",
-    "paired",
     "pem",
+    "paired",
 ]
 
 AUTO_MECHANISM = "auto"

@@ -66,8 +66,8 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     HYBRID_SPEC,
     SR_SPEC,
     MULTIDIM_SPEC,
-    PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
     PEM_SPEC,
+    PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

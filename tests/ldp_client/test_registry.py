@@ -69,7 +69,8 @@ def test_unknown_names_say_what_is_allowed() -> None:
 def test_mechanism_names_keep_their_order() -> None:
     assert MECHANISM_NAMES == (
         "rr", "grr", "rappor", "basic-rappor", "boolean-rappor", "oue", "sue", "olh", "blh", "ss", "hr",
-        "set-valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired",
+        "set-valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "pem",
+        "paired",
     )  # fmt: skip
     with pytest.raises(InvalidParameterError) as info:
         make_params("nope")
