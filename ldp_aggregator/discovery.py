@@ -18,7 +18,12 @@ for c, with
     Var[c_hat] = (N / n_j)^2 Var[c_hat_j | c_j] + N^2 f (1 - f) / n_j,     f = c / N,
 
 the second term being the sampling of the group (each user in it independently), f estimated by
-clip(c_hat / N, 0, 1). The interval is c_hat +- z SE (normal). The estimates of the discovered values come
+clip(c_hat / N, 0, 1). The interval is c_hat +- z SE (normal).
+
+Pooling. A candidate that already holds complete values (a short string whose prefix is whole) is also
+estimated by the groups of the earlier levels where it was complete (``spec.discovery_same_value``); their
+estimates are pooled with weights n_j (:func:`_pooled`), which lowers the variance of short values and
+ranks them on more reports. The estimates of the discovered values come
 from the last level's reports, which also chose among the last level's candidates: for a value near the
 threshold the estimate given its discovery is biased upwards (winner's curse); values well above the
 threshold are not affected measurably.
@@ -138,12 +143,7 @@ def discover(
         n_j = support.n
         if n_j == 0:
             raise NoReportsError(0)
-        arrays = pure_oracle_arrays(support.counts, n_j, support.p_star, support.q_star, confidence)
-        scale = n / n_j
-        counts = arrays.count * scale
-        f = np.clip(counts / n, 0.0, 1.0)
-        sampling = n * n * f * (1.0 - f) / n_j
-        errors = np.sqrt((arrays.std_error * scale) ** 2 + sampling)
+        counts, errors = _pooled(spec, params, support_of, level, candidates, support, n, confidence)
         # Highest estimates first; a stable sort keeps candidate order among equal estimates.
         order = np.argsort(-counts, kind="stable")[: min(k, len(candidates))]
         kept = tuple(candidates[i] for i in order)
@@ -173,6 +173,47 @@ def discover(
         items=items,
         levels=tuple(levels),
     )
+
+
+def _pooled(
+    spec: MechanismSpec[Any],
+    params: Any,
+    support_of: SupportOf,
+    level: int,
+    candidates: Sequence[Hashable],
+    support: Support,
+    n: int,
+    confidence: float,
+) -> tuple[Any, Any]:
+    """Population estimates and standard errors of a level's candidates, each pooled with the earlier
+    levels whose candidate stands for the same values (``spec.discovery_same_value``; module docstring).
+
+    Group j's estimate c_hat_j = (N / n_j) (C - n_j q*)/(p* - q*) is unbiased for c, with variance
+    N^2 K(f) / n_j where K(f) = (q*(1 - q*) + f (p* - q*)(1 - p* - q*))/(p* - q*)^2 + f (1 - f): the same
+    K for every group, so the best unbiased combination weighs each group by its size n_j (weights that
+    do not depend on the reports keep it unbiased): c_hat = sum n_j c_hat_j / sum n_j, with variance
+    N^2 K(f) / sum n_j, f estimated by clip(c_hat / N, 0, 1).
+    """
+    arrays = pure_oracle_arrays(support.counts, support.n, support.p_star, support.q_star, confidence)
+    weight = np.full(len(candidates), float(support.n))
+    total = arrays.count * (n / support.n) * support.n
+    earlier: dict[int, list[tuple[int, Hashable]]] = {}
+    for i, cand in enumerate(candidates):
+        for lv, same in spec.discovery_same_value(params, level, cand):
+            earlier.setdefault(lv, []).append((i, same))
+    for lv, pairs in sorted(earlier.items()):
+        sup = support_of(lv, [c for _, c in pairs])
+        if sup.n == 0:
+            continue
+        arr = pure_oracle_arrays(sup.counts, sup.n, sup.p_star, sup.q_star, confidence)
+        idx = np.array([i for i, _ in pairs], dtype=np.int64)
+        np.add.at(total, idx, arr.count * (n / sup.n) * sup.n)
+        np.add.at(weight, idx, float(sup.n))
+    counts = total / weight
+    p, q = np.asarray(support.p_star, dtype=np.float64), np.asarray(support.q_star, dtype=np.float64)
+    f = np.clip(counts / n, 0.0, 1.0)
+    k_of_f = (q * (1 - q) + f * (p - q) * (1 - p - q)) / (p - q) ** 2 + f * (1 - f)
+    return counts, np.sqrt(n * n * k_of_f / weight)
 
 
 def discover_columns(

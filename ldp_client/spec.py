@@ -689,6 +689,14 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """The label of a candidate of the last level: the discovered value. Kind.DISCOVERY only."""
         raise NotImplementedError
 
+    def discovery_same_value(
+        self, params: P, level: int, candidate: Hashable
+    ) -> tuple[tuple[int, Hashable], ...]:
+        """The candidates of earlier levels that stand for exactly the same values as ``candidate`` of
+        ``level`` (a prefix that already holds a complete value), as (level, candidate) pairs: their
+        groups' reports estimate the same count, which the level loop pools. By default none."""
+        return ()
+
     def discovery_support(
         self, params: P, columns: Any, level: int, candidates: Sequence[Hashable]
     ) -> Support:

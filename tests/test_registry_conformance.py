@@ -413,7 +413,9 @@ def _exact_discovery(spec: MechanismSpec[Any], params: Any) -> None:
         holders = np.zeros(len(candidates))
         where = {c: i for i, c in enumerate(candidates)}
         for x, c in zip(inputs, true_counts, strict=True):
-            holders[where[spec.discovery_prefix(params, level, x)]] += c / levels
+            i = where.get(spec.discovery_prefix(params, level, x))  # any subset of a level's candidates
+            if i is not None:
+                holders[i] += c / levels
         users = n // levels
         counts = users * rates.q_star + (rates.p_star - rates.q_star) * holders
         return dataclasses.replace(rates, counts=counts, n=users)

@@ -309,6 +309,20 @@ class PEMSpec(MechanismSpec[PEMParams]):
     def discovery_prefix(self, params: PEMParams, level: int, value: Any) -> Hashable:
         return prefix_of(params, level, value_bytes(params, value))
 
+    def discovery_same_value(
+        self, params: PEMParams, level: int, candidate: Hashable
+    ) -> tuple[tuple[int, Hashable], ...]:
+        """The earlier levels whose prefix already held all 8 ell bits of this candidate's value (a
+        complete value: the bits after it are padding), with the candidate cut to their length."""
+        prefix = Prefix(*candidate)  # type: ignore[misc]
+        s = params.prefix_bits(level)
+        whole = 8 * prefix.length
+        return tuple(
+            (lv, Prefix(prefix.length, prefix.bits >> (s - params.prefix_bits(lv))))
+            for lv in range(level)
+            if params.prefix_bits(lv) >= whole
+        )
+
     def discovery_label(self, params: PEMParams, candidate: Hashable) -> str:
         prefix = Prefix(*candidate)  # type: ignore[misc]
         data = prefix.bits.to_bytes(params.max_length, "big")[: prefix.length]

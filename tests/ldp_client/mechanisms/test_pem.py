@@ -271,3 +271,21 @@ def test_estimates_of_discovered_values_are_calibrated_over_seeded_repeats() -> 
     assert 0.85 <= sq_err / var <= 1.15, sq_err / var
     lo, hi = stats.binom.ppf([5e-5, 1 - 5e-5], cells, 0.95) / cells
     assert lo <= covered / cells <= hi, covered / cells
+
+
+def test_short_values_pool_the_levels_where_they_were_already_complete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "fig" (3 bytes) is whole from the level holding 24 bits on: the groups of those levels estimate its
+    # count too, and pooling them (weights n_j) shrinks its standard error; a 7-byte value gains nothing.
+    p = _params(max_length=7, top_k=8)
+    rng = np.random.default_rng(11)
+    labels, values = _population(100_000, rng)
+    columns = SPEC.encode_batch(p, values, rng, campaign_id="t", labels=labels)
+    pooled = discover_columns(p, columns, len(values))
+    monkeypatch.setattr(type(SPEC), "discovery_same_value", lambda self, params, level, cand: ())
+    alone = discover_columns(p, columns, len(values))
+    assert pooled.item("fig").std_error < 0.7 * alone.item("fig").std_error
+    assert pooled.item("\u00e9clair").std_error == pytest.approx(
+        alone.item("\u00e9clair").std_error, rel=0.05
+    )
