@@ -8,12 +8,13 @@ Analyst service and by ``ldp-aggregator estimate --db``; :func:`estimate_to_prot
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
+from ldp_aggregator.discovery import DiscoveryResult, discover_columns, discovery_columns
 from ldp_aggregator.estimators import (
     FrequencyEstimate,
     RapporBitEstimate,
@@ -29,6 +30,9 @@ from ldp_client.errors import InvalidParameterError
 from ldp_client.spec import Kind, MechanismSpec
 
 __all__ = ["CampaignEstimate", "estimate_campaign", "estimate_to_dict", "estimate_to_proto"]
+
+ReportsFn = Callable[[], Iterable[bytes]]
+"""A campaign's retained raw payloads (``Store.raw_payloads``), read only by the kinds that need them."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -49,6 +53,9 @@ class CampaignEstimate:
     postprocessed: tuple[PostprocessedEstimate, ...] = ()
     """Frequency mechanisms other than string RAPPOR (issue 6): Norm-Sub and clipped counts, labelled and
     beside (never instead of) the unbiased ``frequencies`` (:mod:`ldp_aggregator.postprocess`)."""
+    discovery: DiscoveryResult | None = None
+    """Discovery mechanisms (issue 16): the values found, ranked, with each level's summary; None without
+    reports or without the raw reports it is computed from."""
 
 
 def _check_confidence(confidence: float) -> float:
@@ -66,13 +73,15 @@ def estimate_campaign(
     candidates: Sequence[str] = (),
     confidence: float = 0.95,
     population_size: int | None = None,
+    reports: ReportsFn | None = None,
 ) -> CampaignEstimate:
     """Estimates for a campaign from its committed accumulator.
 
     String RAPPOR gives per-cohort bit counts always, and per-candidate estimates when candidates come
     with the request or, failing that, with the campaign. Numeric mechanisms give the mean (and the sum
     over ``population_size`` devices, default the number of reports) of every attribute. Other
-    mechanisms estimate every domain item.
+    mechanisms estimate every domain item. Discovery mechanisms find their values in the campaign's raw
+    reports (``reports``: a function returning their payloads; without it, none are discovered).
     """
     conf = _check_confidence(confidence)
     spec = registry.spec_for(info.params)
@@ -82,7 +91,7 @@ def estimate_campaign(
         raise InvalidParameterError(
             "mechanism", info.params.name, f"a mechanism of a kind estimated here ({kinds})"
         )
-    return estimate(spec, info, acc, candidates, conf, population_size)
+    return estimate(spec, info, acc, candidates, conf, population_size, reports)
 
 
 def _no_population(params: Any, population_size: int | None) -> None:
@@ -101,6 +110,7 @@ def _support_estimate(
     candidates: Sequence[str],
     confidence: float,
     population_size: int | None,
+    reports: ReportsFn | None = None,
 ) -> CampaignEstimate:
     """Kind SUPPORT: every item's frequency (:func:`estimate_frequencies`), and beside them their Norm-Sub
     and clipped versions; no population size. A mechanism that estimates candidate strings
@@ -141,6 +151,7 @@ def _candidates_estimate(
     candidates: Sequence[str],
     confidence: float,
     population_size: int | None,
+    reports: ReportsFn | None = None,
 ) -> CampaignEstimate:
     """Kind RAPPOR: the per-cohort debiased bit counts always, and the candidates' counts (regression)
     when candidates come with the request or, failing that, with the campaign."""
@@ -180,6 +191,7 @@ def _mean_estimate(
     candidates: Sequence[str],
     confidence: float,
     population_size: int | None,
+    reports: ReportsFn | None = None,
 ) -> CampaignEstimate:
     """Kind MEAN: the mean and sum of every attribute (:func:`~ldp_aggregator.means.estimate_means`; the
     sum over ``population_size`` devices, default the number of reports); no candidates."""
@@ -215,6 +227,7 @@ def _paired_estimate(
     candidates: Sequence[str],
     confidence: float,
     population_size: int | None,
+    reports: ReportsFn | None = None,
 ) -> CampaignEstimate:
     """Kind PAIRED: two variables, no per-item frequencies (Analyst.EstimateAssociation estimates them)."""
     params = info.params
@@ -235,8 +248,52 @@ def _paired_estimate(
     )
 
 
+def _discovery_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    candidates: Sequence[str],
+    confidence: float,
+    population_size: int | None,
+    reports: ReportsFn | None = None,
+) -> CampaignEstimate:
+    """Kind DISCOVERY: the values found in the raw reports (:mod:`ldp_aggregator.discovery`), as items
+    too; no candidates (it finds them), no population size."""
+    params = info.params
+    _no_population(params, population_size)
+    if candidates:
+        raise InvalidParameterError(
+            "candidates", list(candidates)[:3], f"none for {params.name} (it discovers the values)"
+        )
+    discovery = None
+    if acc.n > 0 and reports is not None:
+        columns, n = discovery_columns(params, info.campaign_id, reports())
+        if n > 0:
+            discovery = discover_columns(params, columns, n, confidence=confidence)
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=None,
+        rappor_bits=None,
+        discovery=discovery,
+    )
+
+
 _EstimateFn = Callable[
-    [MechanismSpec[Any], wire.CampaignInfo, Accumulator, Sequence[str], float, "int | None"], CampaignEstimate
+    [
+        MechanismSpec[Any],
+        wire.CampaignInfo,
+        Accumulator,
+        Sequence[str],
+        float,
+        "int | None",
+        "ReportsFn | None",
+    ],
+    CampaignEstimate,
 ]
 # What an analyst gets for a mechanism, by its kind (ldp_client.spec.Kind).
 _ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {
@@ -244,6 +301,7 @@ _ESTIMATE_BY_KIND: dict[Kind, _EstimateFn] = {
     Kind.RAPPOR: _candidates_estimate,
     Kind.MEAN: _mean_estimate,
     Kind.PAIRED: _paired_estimate,
+    Kind.DISCOVERY: _discovery_estimate,
 }
 
 
@@ -268,6 +326,25 @@ def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:
                 ci_high=it.ci_high,
             )
             for it in est.frequencies.items
+        )
+    if est.discovery is not None:  # issue 16: the discovered values are the items, ranked
+        d = est.discovery
+        msg.items.extend(
+            estimates_pb2.ItemEstimate(
+                label=it.label,
+                count=it.count,
+                frequency=it.count / d.n,
+                std_error=it.std_error,
+                ci_low=it.ci_low,
+                ci_high=it.ci_high,
+            )
+            for it in d.items
+        )
+        msg.discovery_levels.extend(
+            estimates_pb2.DiscoveryLevel(
+                level=lv.level, reports=lv.reports, tested=lv.tested, kept=lv.kept, threshold=lv.threshold
+            )
+            for lv in d.levels
         )
     if est.rappor_bits is not None:
         b = est.rappor_bits
@@ -338,6 +415,17 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
             "counts": list(b.counts),
             "std_errors": list(b.std_errors),
         }
+    if msg.discovery_levels:  # issue 16: what each level of a discovery tested and kept
+        out["levels"] = [
+            {
+                "level": lv.level,
+                "reports": lv.reports,
+                "tested": lv.tested,
+                "kept": lv.kept,
+                "threshold": _json_number(lv.threshold),
+            }
+            for lv in msg.discovery_levels
+        ]
     if msg.postprocessed:  # issue 6: labelled post-processed counts (biased; no intervals)
         out["postprocessed"] = [
             {"method": pp.method, "counts": list(pp.counts), "total": pp.total} for pp in msg.postprocessed

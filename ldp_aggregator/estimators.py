@@ -392,6 +392,7 @@ _NO_FREQUENCIES: dict[Kind, str] = {
     "use estimate_rappor_candidates)",
     Kind.MEAN: "a frequency mechanism (numeric ones: ldp_aggregator.means.estimate_means)",
     Kind.PAIRED: "one variable (paired: use EstimateAssociation)",
+    Kind.DISCOVERY: "a mechanism over a declared domain (discovery ones: ldp_aggregator.discovery)",
 }
 
 

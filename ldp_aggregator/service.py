@@ -269,13 +269,20 @@ class Aggregator:
 
         Raises:
             InvalidParameterError: Bad parameters, a RAPPOR f of 0 without the message's
-                ``allow_f_zero`` opt-in, or an accumulator over ``max_accumulator_bytes`` (checked before
-                anything is allocated or stored).
+                ``allow_f_zero`` opt-in, a discovery mechanism on a server that keeps no raw reports, or an
+                accumulator over ``max_accumulator_bytes`` (checked before anything is allocated or stored).
         """
         info = wire.campaign_from_proto(msg)
         # Issue 13: an unset RAPPOR f reads as 0 (epsilon_inf = inf); a new campaign needs the explicit
         # opt-in. Only here: stored campaigns with f = 0 still load (info_from_record never checks it).
         wire.check_f_zero_opt_in(msg)
+        if registry.spec_for(info.params).kind is Kind.DISCOVERY and not self.store.retain_raw:
+            # Issue 16: a discovery is computed from the raw reports; without them it could never answer.
+            raise InvalidParameterError(
+                "mechanism",
+                info.params.name,
+                "a server that retains raw reports (serve without --no-retain-raw): discovery reads them",
+            )
         size = accumulator_nbytes(info.params)
         if size > self.max_accumulator_bytes:
             raise InvalidParameterError(
@@ -317,7 +324,13 @@ class Aggregator:
         """The committed accumulator, its counts and the estimate made from it, from one snapshot."""
         record, acc, n_batches = self.store.snapshot(campaign_id)
         info = info_from_record(record)
-        est = estimate_campaign(info, cast(Accumulator, acc), candidates=candidates, confidence=confidence)
+        est = estimate_campaign(
+            info,
+            cast(Accumulator, acc),
+            candidates=candidates,
+            confidence=confidence,
+            reports=lambda: self.store.raw_payloads(campaign_id),  # read only by discovery (issue 16)
+        )
         estimate = estimate_to_proto(est)
         estimate.note = estimate_note(info, candidates)
         return analyst_pb2.ExportCampaignResponse(
@@ -463,6 +476,7 @@ class Aggregator:
             candidates=candidates,
             confidence=confidence,
             population_size=population_size,  # numeric mechanisms (issue 6); None = n_reports
+            reports=lambda: self.store.raw_payloads(campaign_id),  # read only by discovery (issue 16)
         )
 
 

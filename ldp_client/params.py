@@ -25,6 +25,7 @@ from ldp_client.mechanisms.numeric.piecewise import HybridParams, PiecewiseParam
 from ldp_client.mechanisms.numeric.sr import SRParams
 from ldp_client.mechanisms.olh import BLHParams, OLHParams
 from ldp_client.mechanisms.paired import PAIRED_SIDE_TYPES, PairedParams, PairedSide
+from ldp_client.mechanisms.pem.core import PEMParams
 from ldp_client.mechanisms.rappor.params import (
     MAX_COHORTS,
     MAX_RAPPOR_BITS,
@@ -70,6 +71,7 @@ __all__ = [
     "MultidimParams",
     "OLHParams",
     "OUEParams",
+    "PEMParams",
     "PairedParams",
     "PairedSide",
     "PiecewiseParams",

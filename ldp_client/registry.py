@@ -24,6 +24,7 @@ from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
 from ldp_client.mechanisms.numeric.sr import SPEC as SR_SPEC
 from ldp_client.mechanisms.olh import BLH_SPEC, OLH_SPEC
 from ldp_client.mechanisms.paired import SPEC as PAIRED_SPEC
+from ldp_client.mechanisms.pem.spec import SPEC as PEM_SPEC
 from ldp_client.mechanisms.rappor.spec import BASIC_SPEC as BASIC_RAPPOR_SPEC
 from ldp_client.mechanisms.rappor.spec import BOOLEAN_SPEC as BOOLEAN_RAPPOR_SPEC
 from ldp_client.mechanisms.rappor.spec import RAPPOR_SPEC
@@ -68,6 +69,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     MULTIDIM_SPEC,
     PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
     *SKETCH_SPECS,
+    PEM_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

@@ -109,6 +109,9 @@ class Kind(enum.Enum):
     """Numeric mechanisms: means and sums."""
     PAIRED = "paired"
     """Two variables per report: association."""
+    DISCOVERY = "discovery"
+    """Values the server finds itself (heavy hitters over an unknown domain), level by level over
+    candidate prefixes: every level's reports estimate its candidates through a :class:`Support`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +435,49 @@ class MechanismSpec(abc.ABC, Generic[P]):
     def encode_values(self, params: P, values: NDArray[np.float64], rng: np.random.Generator) -> Any:
         """One report per simulated user holding real ``values`` of shape (n, A), one column per attribute
         of :meth:`mean_design` (numpy, seeded ``rng`` only): batch columns. Kind.MEAN only."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ discovery (Kind.DISCOVERY)
+    # The server keeps the best candidates of each level and extends them into the next level's; the
+    # generic loop (ldp_aggregator.discovery) asks the spec only for these. Candidates are hashable
+    # objects the spec defines (e.g. prefixes); level 0's are fixed by the parameters.
+
+    def discovery_levels(self, params: P) -> int:
+        """How many levels a discovery campaign of ``params`` estimates. Kind.DISCOVERY only."""
+        raise NotImplementedError
+
+    def discovery_top_k(self, params: P) -> int:
+        """How many candidates the server keeps at each level (and reports at the last). Kind.DISCOVERY
+        only."""
+        raise NotImplementedError
+
+    def discovery_candidates(self, params: P, level: int, kept: Sequence[Hashable]) -> tuple[Hashable, ...]:
+        """The candidates tested at ``level``: level 0's from the parameters (``kept`` empty), a later
+        level's the extensions of the candidates ``kept`` at the level before. Kind.DISCOVERY only."""
+        raise NotImplementedError
+
+    def discovery_prefix(self, params: P, level: int, value: Any) -> Hashable:
+        """The candidate of ``level`` that the reports of a user holding ``value`` support as their own
+        (for the truth of simulations and exact tests). Kind.DISCOVERY only."""
+        raise NotImplementedError
+
+    def discovery_label(self, params: P, candidate: Hashable) -> str:
+        """The label of a candidate of the last level: the discovered value. Kind.DISCOVERY only."""
+        raise NotImplementedError
+
+    def discovery_same_value(
+        self, params: P, level: int, candidate: Hashable
+    ) -> tuple[tuple[int, Hashable], ...]:
+        """The candidates of earlier levels that stand for exactly the same values as ``candidate`` of
+        ``level`` (a prefix that already holds a complete value), as (level, candidate) pairs: their
+        groups' reports estimate the same count, which the level loop pools. By default none."""
+        return ()
+
+    def discovery_support(
+        self, params: P, columns: Any, level: int, candidates: Sequence[Hashable]
+    ) -> Support:
+        """The :class:`Support` of ``candidates`` among the reports of batch columns that estimate ``level``
+        (its ``n``: how many of them do; numpy). Kind.DISCOVERY only."""
         raise NotImplementedError
 
     # ------------------------------------------------------------- as a side of a paired campaign

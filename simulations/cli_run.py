@@ -140,6 +140,18 @@ def run_cmd(
         server,
         dict(token=token, reporter_token=reporter_token, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key),
     )
+    if spec is not None and spec.kind is Kind.DISCOVERY:  # issue 16: values found by the server
+        refused = [
+            name
+            for name, given in (
+                ("--candidates", candidates is not None),
+                ("--repeat", repeat != 1),
+                ("--plot", plot is not None),
+            )
+            if given
+        ]
+        if refused:
+            _fail(f"invalid {refused[0]}: not for {mechanism} (it discovers the values; one run)")
     config = _config(
         mechanism=mechanism,
         population=population,
@@ -169,6 +181,9 @@ def run_cmd(
             f"invalid --cluster: for frequency mechanisms with --mode report (every report encoded), not"
             f" {config.mechanism} with --mode {config.mode}"
         )
+    if spec is not None and spec.kind is Kind.DISCOVERY:
+        _run_discovery(config, as_json, json_out, show_items)
+        return
     if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
         _run_numeric(config, as_json, json_out, plot, show_items)
         return
@@ -206,6 +221,29 @@ def _simulate_on_cluster(config: SimulationConfig, scheduler: str | None, worker
             return simulate_on_cluster(config, client)
     except ClusterError as exc:
         _fail(str(exc))
+
+
+def _run_discovery(config: SimulationConfig, as_json: bool, json_out: Path | None, show_items: int) -> None:
+    """``run`` for a discovery mechanism (issue 16): the values found, scored against the truth."""
+    from simulations.discovery import discovery_sim_to_dict, discovery_table, simulate_discovery
+
+    try:
+        result = simulate_discovery(config)
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc, config)
+    doc = discovery_sim_to_dict(result)
+    if not as_json:
+        out = _out()
+        out.print(
+            ", ".join(
+                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in doc["metrics"].items()
+            )
+        )
+        if show_items > 0:
+            out.print(discovery_table(result, max_rows=show_items))
+    _emit_json(doc, as_json, json_out)
 
 
 def _run_numeric(

@@ -26,6 +26,7 @@ candidates.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -52,6 +53,7 @@ from ldp_aggregator.accumulators import (
 from ldp_aggregator.analysis import estimate_campaign
 from ldp_aggregator.association import associate_campaign, estimate_association, side_likelihood
 from ldp_aggregator.cli import app as aggregator_app
+from ldp_aggregator.discovery import discover, discover_columns
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates, estimate_support
 from ldp_aggregator.means import estimate_means, estimate_moments
 from ldp_aggregator.server import BackgroundServer, ServerConfig
@@ -416,11 +418,44 @@ def _exact_means(spec: MechanismSpec[Any], params: Any) -> None:
         assert est.means[a].mean == pytest.approx(float(truth), abs=1e-12 * (hi - lo))
 
 
+def _exact_discovery(spec: MechanismSpec[Any], params: Any) -> None:
+    # Kind DISCOVERY: every level's candidates get their expected support counts (the level's share of the
+    # users, the truth of each candidate and the rates of the level's Support); the level loop then
+    # discovers exactly the inputs, with their true counts.
+    levels = spec.discovery_levels(params)
+    inputs = _inputs(spec, params)
+    true_counts = [levels * c for c in _true_counts(spec, params)]
+    n = sum(true_counts)
+    some = wire.batch_from_reports(params, _outputs(spec, params)[:1])
+
+    def support_of(level: int, candidates: Any) -> Any:
+        rates = spec.discovery_support(params, some, level, candidates)
+        holders = np.zeros(len(candidates))
+        where = {c: i for i, c in enumerate(candidates)}
+        for x, c in zip(inputs, true_counts, strict=True):
+            i = where.get(spec.discovery_prefix(params, level, x))  # any subset of a level's candidates
+            if i is not None:
+                holders[i] += c / levels
+        users = n // levels
+        counts = users * rates.q_star + (rates.p_star - rates.q_star) * holders
+        return dataclasses.replace(rates, counts=counts, n=users)
+
+    res = discover(params, support_of, n)
+    assert len(res.levels) == levels and res.levels[0].tested == len(spec.discovery_candidates(params, 0, ()))
+    # The inputs first (ranked by count), then any other candidate kept, each with an estimate of 0.
+    found = {it.label: it.count for it in res.items[: len(inputs)]}
+    assert set(found) == {str(x) for x in inputs}
+    for x, c in zip(inputs, true_counts, strict=True):
+        assert found[str(x)] == pytest.approx(c, rel=1e-9)
+    assert all(abs(it.count) <= 1e-9 * n for it in res.items[len(inputs) :])
+
+
 _EXACT_BY_KIND: dict[Kind, Callable[[MechanismSpec[Any], Any], None]] = {
     Kind.SUPPORT: _exact_support,
     Kind.RAPPOR: _exact_candidates,
     Kind.MEAN: _exact_means,
     Kind.PAIRED: _exact_association,
+    Kind.DISCOVERY: _exact_discovery,
 }
 """The exact-estimator check of each kind; a kind without one fails the test below on purpose."""
 
@@ -480,11 +515,22 @@ def _facades_association(spec: MechanismSpec[Any], params: Any, acc: Any, column
     assert res.joint.sum() == pytest.approx(1.0)
 
 
+def _facades_discovery(spec: MechanismSpec[Any], params: Any, acc: Any, columns: Any) -> None:
+    info = wire.CampaignInfo(campaign_id=CAMPAIGN, params=params)
+    with pytest.raises(InvalidParameterError):  # discovered values, not frequencies of declared items
+        estimate_frequencies(params, acc)
+    batch = wire.batch_to_proto(campaign_id=CAMPAIGN, batch_id="b", params=params, columns=columns)
+    direct = discover_columns(params, columns, acc.n)
+    assert estimate_campaign(info, acc, reports=lambda: [batch.SerializeToString()]).discovery == direct
+    assert estimate_campaign(info, acc).discovery is None  # no raw reports: nothing discovered
+
+
 _FACADES_BY_KIND: dict[Kind, Callable[[MechanismSpec[Any], Any, Any, Any], None]] = {
     Kind.SUPPORT: _facades_support,
     Kind.RAPPOR: _facades_candidates,
     Kind.MEAN: _facades_means,
     Kind.PAIRED: _facades_association,
+    Kind.DISCOVERY: _facades_discovery,
 }
 """What the analyst's facades (estimate_frequencies, estimate_campaign, ...) give for each kind, checked
 against the kind's own estimator fed through the spec."""

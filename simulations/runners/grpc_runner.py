@@ -297,14 +297,19 @@ class AggregatorSession:
 
 @contextlib.contextmanager
 def aggregator_session(
-    server: str | None, access: ClientAccess | None = None, reporter_access: ClientAccess | None = None
+    server: str | None,
+    access: ClientAccess | None = None,
+    reporter_access: ClientAccess | None = None,
+    *,
+    retain_raw: bool = False,
 ) -> Iterator[AggregatorSession]:
     """The aggregator a grpc-mode simulation reports to (closed, and stopped if started here, on exit).
 
     ``server`` None starts an in-process aggregator on a fresh SQLite file in a temporary directory (both
     gone on exit); otherwise ``HOST:PORT`` of a running one, reached with ``access`` (TLS material, and
     the token of the Analyst stub) and ``reporter_access`` (the token of the Collector stub; None: that of
-    ``access``), over one connection. Waits until the channel is ready.
+    ``access``), over one connection. Waits until the channel is ready. ``retain_raw``: the in-process
+    aggregator keeps raw reports (what the estimates of discovery campaigns read).
 
     Raises:
         SimulationError: the aggregator cannot be reached.
@@ -322,7 +327,7 @@ def aggregator_session(
         if server is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ldp-sim-"))
             background = BackgroundServer(
-                ServerConfig(db=Path(tmp) / "sim.sqlite3", listen="127.0.0.1:0", retain_raw=False)
+                ServerConfig(db=Path(tmp) / "sim.sqlite3", listen="127.0.0.1:0", retain_raw=retain_raw)
             ).start()
             stack.callback(background.stop)
             target = background.target

@@ -52,6 +52,7 @@ from ldp_client.mechanisms import (
 )
 from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import PairedEncoder
+from ldp_client.mechanisms.pem import PEMEncoder, PEMParams, group_of
 from ldp_client.numeric_params import MultidimParams, NumericParams
 from ldp_client.params import (
     BasicRapporParams,
@@ -907,6 +908,9 @@ def _at_maxima() -> dict[str, campaign_pb2.Campaign]:
     c.multidim.k = 4096
     base = c.multidim.piecewise
     base.lo, base.hi, base.cells, base.window, base.high_probability = 0.0, 1.0, (1 << 32) - 2, 1 << 31, 0.75
+    c = case("pem")  # start_bits: 64 lengths x 2^10 = the level budget of 2^16 candidates
+    c.pem.max_length, c.pem.start_bits, c.pem.step_bits, c.pem.top_k = 64, 10, 12, 16
+    c.pem.g, c.pem.truth_probability = 1 << 20, 0.5
     c = case("paired-grr")
     for side in (c.paired.first.grr, c.paired.second.grr):
         side.domain.size, side.truth_probability = _D, 0.5
@@ -931,7 +935,7 @@ def _one_value(params: Any) -> Any:
         return 0.0
     if isinstance(params, SetValuedParams):
         return [0]
-    if isinstance(params, RapporParams):
+    if isinstance(params, RapporParams | PEMParams):
         return "a string"
     if isinstance(params, BinaryRRParams | BooleanRapporParams):
         return True
@@ -967,6 +971,8 @@ def _one_report(campaign: campaign_pb2.Campaign) -> reports_pb2.Report:
         encoder = BasicRapporEncoder(params, campaign_id=campaign.id, secret=secret)
     elif isinstance(params, BooleanRapporParams):
         encoder = BooleanRapporEncoder(params, campaign_id=campaign.id, secret=secret)
+    elif isinstance(params, PEMParams):
+        encoder = PEMEncoder(params, group=group_of(params, campaign.id, secret))
     else:
         assert isinstance(params, PairedParams), type(params)
         encoder = PairedEncoder(params, campaign_id=campaign.id, secret=secret)

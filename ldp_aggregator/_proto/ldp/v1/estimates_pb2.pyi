@@ -228,9 +228,39 @@ class EstimateRequest(google.protobuf.message.Message):
 global___EstimateRequest = EstimateRequest
 
 @typing.final
-class EstimateResponse(google.protobuf.message.Message):
-    """The estimate of a campaign at the time of the request."""
+class DiscoveryLevel(google.protobuf.message.Message):
+    """The estimate of a campaign at the time of the request.
+    One level of a discovery (issue 16): its reports, the candidates it tested and kept, and the threshold
+    (the estimated count of the last candidate kept).
+    """
 
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LEVEL_FIELD_NUMBER: builtins.int
+    REPORTS_FIELD_NUMBER: builtins.int
+    TESTED_FIELD_NUMBER: builtins.int
+    KEPT_FIELD_NUMBER: builtins.int
+    THRESHOLD_FIELD_NUMBER: builtins.int
+    level: builtins.int
+    reports: builtins.int
+    tested: builtins.int
+    kept: builtins.int
+    threshold: builtins.float
+    def __init__(
+        self,
+        *,
+        level: builtins.int = ...,
+        reports: builtins.int = ...,
+        tested: builtins.int = ...,
+        kept: builtins.int = ...,
+        threshold: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["kept", b"kept", "level", b"level", "reports", b"reports", "tested", b"tested", "threshold", b"threshold"]) -> None: ...
+
+global___DiscoveryLevel = DiscoveryLevel
+
+@typing.final
+class EstimateResponse(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
     CAMPAIGN_ID_FIELD_NUMBER: builtins.int
@@ -245,6 +275,7 @@ class EstimateResponse(google.protobuf.message.Message):
     MEANS_FIELD_NUMBER: builtins.int
     POPULATION_SIZE_FIELD_NUMBER: builtins.int
     NOTE_FIELD_NUMBER: builtins.int
+    DISCOVERY_LEVELS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -283,6 +314,12 @@ class EstimateResponse(google.protobuf.message.Message):
     def means(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___MeanEstimate]:
         """Numeric mechanisms (issue 6): one mean per attribute (see MeanEstimate). Empty otherwise."""
 
+    @property
+    def discovery_levels(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___DiscoveryLevel]:
+        """Discovery mechanisms (issue 16): what each level tested and kept; `items` are the discovered values,
+        ranked by estimated count. Empty otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -298,8 +335,9 @@ class EstimateResponse(google.protobuf.message.Message):
         means: collections.abc.Iterable[global___MeanEstimate] | None = ...,
         population_size: builtins.int = ...,
         note: builtins.str = ...,
+        discovery_levels: collections.abc.Iterable[global___DiscoveryLevel] | None = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse

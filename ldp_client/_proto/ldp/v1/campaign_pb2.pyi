@@ -795,9 +795,53 @@ class PairedParams(google.protobuf.message.Message):
 global___PairedParams = PairedParams
 
 @typing.final
-class Campaign(google.protobuf.message.Message):
-    """A collection campaign: which mechanism devices use, with which parameters."""
+class PrefixExtensionParams(google.protobuf.message.Message):
+    """A collection campaign: which mechanism devices use, with which parameters.
+    Prefix extension (PEM; Wang, Li, Jha, arXiv:1708.06674), issue 16. Mechanism name "pem". Values are byte
+    strings of 1 to max_length bytes; a value is the key (its length, then its bytes zero-padded to
+    max_length), cut into segments: start_bits, then step_bits each (the last one shorter). A device
+    reports for one level only, its group (from its client secret and the campaign id): the prefix of its
+    key down to that level, with local hashing (g buckets, truth_probability) of the prefix's 64-bit digest.
+    The server keeps the top_k prefixes of each level and extends them; docs/wire-protocol.md has the
+    digest and the hash.
+    """
 
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    MAX_LENGTH_FIELD_NUMBER: builtins.int
+    START_BITS_FIELD_NUMBER: builtins.int
+    STEP_BITS_FIELD_NUMBER: builtins.int
+    TOP_K_FIELD_NUMBER: builtins.int
+    G_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    max_length: builtins.int
+    """Longest value in bytes, 1 <= max_length <= 64."""
+    start_bits: builtins.int
+    """Bits of the value in level 0's prefixes, 1 <= start_bits <= 16 and max_length * 2^start_bits <= 2^16."""
+    step_bits: builtins.int
+    """Bits added per later level, 1 <= step_bits <= 12."""
+    top_k: builtins.int
+    """Candidates kept per level, 1 <= top_k <= 2^16 / 2^step_bits."""
+    g: builtins.int
+    """Local-hashing buckets, 2 <= g <= 2^20."""
+    truth_probability: builtins.float
+    """P(the reported bucket is the prefix's own), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
+    def __init__(
+        self,
+        *,
+        max_length: builtins.int = ...,
+        start_bits: builtins.int = ...,
+        step_bits: builtins.int = ...,
+        top_k: builtins.int = ...,
+        g: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["g", b"g", "max_length", b"max_length", "start_bits", b"start_bits", "step_bits", b"step_bits", "top_k", b"top_k", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___PrefixExtensionParams = PrefixExtensionParams
+
+@typing.final
+class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
     ID_FIELD_NUMBER: builtins.int
@@ -828,6 +872,7 @@ class Campaign(google.protobuf.message.Message):
     PAIRED_FIELD_NUMBER: builtins.int
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
+    PEM_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -903,6 +948,10 @@ class Campaign(google.protobuf.message.Message):
 
     @property
     def hcms(self) -> global___CountMeanSketchParams: ...
+    @property
+    def pem(self) -> global___PrefixExtensionParams:
+        """Discovery of frequent values over an unknown domain (issue 16)."""
+
     def __init__(
         self,
         *,
@@ -934,9 +983,10 @@ class Campaign(google.protobuf.message.Message):
         paired: global___PairedParams | None = ...,
         cms: global___CountMeanSketchParams | None = ...,
         hcms: global___CountMeanSketchParams | None = ...,
+        pem: global___PrefixExtensionParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
 
 global___Campaign = Campaign

@@ -251,6 +251,68 @@ class HcmsColumns(google.protobuf.message.Message):
 global___HcmsColumns = HcmsColumns
 
 @typing.final
+class PrefixExtensionReport(google.protobuf.message.Message):
+    """One prefix-extension report (pem, issue 16): the level (the device's group), the hash seed and the bucket
+    of the prefix's digest.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: builtins.int
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKET_FIELD_NUMBER: builtins.int
+    group: builtins.int
+    """The level, 0 <= group < the campaign's number of levels."""
+    a: builtins.int
+    """Seed word a, uniform in [0, 2^64)."""
+    b: builtins.int
+    """Seed word b, uniform in [0, 2^64)."""
+    bucket: builtins.int
+    """The reported bucket, 0 <= bucket < g."""
+    def __init__(
+        self,
+        *,
+        group: builtins.int = ...,
+        a: builtins.int = ...,
+        b: builtins.int = ...,
+        bucket: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "bucket", b"bucket", "group", b"group"]) -> None: ...
+
+global___PrefixExtensionReport = PrefixExtensionReport
+
+@typing.final
+class PrefixExtensionColumns(google.protobuf.message.Message):
+    """Columns of a prefix-extension batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: builtins.int
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKETS_FIELD_NUMBER: builtins.int
+    groups: builtins.bytes
+    """count little-endian uint16 levels (2 * count bytes), each < the number of levels."""
+    a: builtins.bytes
+    """count little-endian uint64 seed words a (8 * count bytes)."""
+    b: builtins.bytes
+    """count little-endian uint64 seed words b (8 * count bytes)."""
+    buckets: builtins.bytes
+    """count little-endian uint32 buckets (4 * count bytes), each < g."""
+    def __init__(
+        self,
+        *,
+        groups: builtins.bytes = ...,
+        a: builtins.bytes = ...,
+        b: builtins.bytes = ...,
+        buckets: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "buckets", b"buckets", "groups", b"groups"]) -> None: ...
+
+global___PrefixExtensionColumns = PrefixExtensionColumns
+
+@typing.final
 class PairedSideReport(google.protobuf.message.Message):
     """One side of a paired report (issue 5): the member of Report.value its mechanism uses, same number."""
 
@@ -333,6 +395,7 @@ class Report(google.protobuf.message.Message):
     PAIRED_FIELD_NUMBER: builtins.int
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
+    PEM_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -388,6 +451,10 @@ class Report(google.protobuf.message.Message):
 
     @property
     def hcms(self) -> global___HcmsReport: ...
+    @property
+    def pem(self) -> global___PrefixExtensionReport:
+        """pem (issue 16): the level, the hash seed and the bucket."""
+
     def __init__(
         self,
         *,
@@ -413,10 +480,11 @@ class Report(google.protobuf.message.Message):
         paired: global___PairedReportValue | None = ...,
         cms: global___CmsReport | None = ...,
         hcms: global___HcmsReport | None = ...,
+        pem: global___PrefixExtensionReport | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
 
 global___Report = Report
 
@@ -530,6 +598,7 @@ class ReportBatch(google.protobuf.message.Message):
     PAIRED_FIELD_NUMBER: builtins.int
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
+    PEM_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -589,6 +658,10 @@ class ReportBatch(google.protobuf.message.Message):
 
     @property
     def hcms(self) -> global___HcmsColumns: ...
+    @property
+    def pem(self) -> global___PrefixExtensionColumns:
+        """pem (issue 16): levels, seeds and buckets."""
+
     def __init__(
         self,
         *,
@@ -615,10 +688,11 @@ class ReportBatch(google.protobuf.message.Message):
         paired: global___PairedColumns | None = ...,
         cms: global___CmsColumns | None = ...,
         hcms: global___HcmsColumns | None = ...,
+        pem: global___PrefixExtensionColumns | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
 
 global___ReportBatch = ReportBatch
 

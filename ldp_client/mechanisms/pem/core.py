@@ -1,0 +1,371 @@
+"""Prefix extension: parameters, keys and digests, the device's encoder, the candidates of each level and
+the support counts the server computes (the method: the package docstring)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
+
+from ldp_client import _oracle_math, privacy
+from ldp_client import randomness as _rnd
+from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
+from ldp_client.domain import check_epsilon, int_field, no_more_fields, report_quantization, take_field
+from ldp_client.errors import DomainError, InvalidParameterError
+from ldp_client.mechanisms.olh import support_test_constants
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from ldp_client.secret import ClientSecret
+
+__all__ = [
+    "MAX_LEVEL_CANDIDATES",
+    "PEMEncoder",
+    "PEMParams",
+    "PEMReport",
+    "Prefix",
+    "group_of",
+    "level_candidates",
+    "prefix_digest",
+    "prefix_of",
+    "support_counts",
+    "value_bytes",
+]
+
+MAX_LEVEL_CANDIDATES: Final = 1 << 16
+"""The level budget: level 0 tests at most this many candidates, and top_k * 2**step_bits is at most it."""
+MAX_LENGTH: Final = 64
+MAX_STEP_BITS: Final = 12
+GROUP_LABEL: Final = b"ldp-pem-group\x00"
+_PERSON: Final = b"ldp-pem-prefix"
+_U16_LE: Final = "<u2"
+_M64 = (1 << 64) - 1
+_M32 = PROB_ONE - 1
+_blake2b = hashlib.blake2b
+_from_bytes = int.from_bytes
+_uniform_below = _rnd.uniform_below
+
+
+class Prefix(NamedTuple):
+    """A candidate of some level: the value's length in bytes and the first bits of its padded bytes."""
+
+    length: int
+    bits: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PEMParams:
+    """Prefix extension over byte strings of 1 to ``max_length`` bytes (module docstring).
+
+    Attributes:
+        max_length: longest value in bytes (1..64).
+        start_bits: bits of the value in level 0's prefixes (1..16, max_length * 2**start_bits <= 2**16).
+        step_bits: bits added per later level (1..12).
+        top_k: candidates kept per level, 1..2**16 / 2**step_bits (the level budget).
+        g: local-hashing buckets (2..2**20).
+        truth_probability: P(the reported bucket is the prefix's own), in (1/g, 1), quantized to 2**-32.
+    """
+
+    name: ClassVar[str] = "pem"
+    max_length: int
+    start_bits: int
+    step_bits: int
+    top_k: int
+    g: int
+    truth_probability: float
+    truth_threshold: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        int_field("max_length", self.max_length, 1, MAX_LENGTH)
+        budget_bits = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (self.max_length - 1).bit_length()
+        start_max = max(1, min(16, 8 * self.max_length, budget_bits))
+        int_field("start_bits", self.start_bits, 1, start_max)
+        int_field("step_bits", self.step_bits, 1, MAX_STEP_BITS)
+        int_field("top_k", self.top_k, 1, MAX_LEVEL_CANDIDATES >> self.step_bits)
+        int_field("g", self.g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
+        t = quantize_probability("truth_probability", self.truth_probability)
+        if not (t * self.g > PROB_ONE and t < PROB_ONE):
+            raise InvalidParameterError(
+                "truth_probability",
+                self.truth_probability,
+                f"a probability in (1/g, 1) = ({1 / self.g}, 1)"
+                + rounding_note("truth_probability", self.truth_probability, t),
+            )
+        object.__setattr__(self, "truth_threshold", t)
+
+    @property
+    def p_star(self) -> float:
+        return threshold_to_probability(self.truth_threshold)
+
+    @property
+    def q_star(self) -> float:
+        return _oracle_math.local_hashing_q_star(self.p_star, self.g)
+
+    @property
+    def epsilon(self) -> float:
+        """Of one report, and of the user: every device reports once per campaign."""
+        return privacy.grr_epsilon(self.p_star, self.g)
+
+    @property
+    def levels(self) -> int:
+        """G = 1 + ceil((8 max_length - start_bits) / step_bits)."""
+        return 1 + -(-(8 * self.max_length - self.start_bits) // self.step_bits)
+
+    def prefix_bits(self, level: int) -> int:
+        """s_level: the value bits a prefix of ``level`` holds."""
+        return min(self.start_bits + level * self.step_bits, 8 * self.max_length)
+
+    @classmethod
+    def from_epsilon(
+        cls,
+        epsilon: float,
+        *,
+        max_length: int = 16,
+        top_k: int = 32,
+        start_bits: int | None = None,
+        step_bits: int = 6,
+        g: int | None = None,
+    ) -> PEMParams:
+        """PEM at ``epsilon``: local hashing with the variance-optimal g (about e^eps + 1) and p rounded
+        down to a multiple of 2**-32; start_bits by default 8 (the first byte; less when the budget or the
+        length says so), step_bits 6: about n * top_k * 64 hash evaluations in all on the server."""
+        eps = check_epsilon(epsilon)
+        if g is None:
+            g = _oracle_math.best_olh_g(eps)
+        int_field("g", g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
+        int_field("top_k", top_k, 1, MAX_LEVEL_CANDIDATES)
+        if start_bits is None:
+            int_field("max_length", max_length, 1, MAX_LENGTH)
+            budget = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (max_length - 1).bit_length()
+            start_bits = max(1, min(8, 8 * max_length, budget))
+        t = _oracle_math.grr_like_threshold(g, eps)
+        if t == 0:
+            raise InvalidParameterError("epsilon", epsilon, f"a value large enough at g={g}")
+        params = cls(
+            max_length=max_length,
+            start_bits=start_bits,
+            step_bits=step_bits,
+            top_k=top_k,
+            g=g,
+            truth_probability=threshold_to_probability(t),
+        )
+        report_quantization(eps, params.epsilon)
+        return params
+
+
+_FIELDS: Final = ("max_length", "start_bits", "step_bits", "top_k", "g")
+
+
+def _make(*, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
+    given = {name: take_field(fields, name, int, PEMParams.name) for name in _FIELDS if name in fields}
+    if epsilon is not None:
+        no_more_fields(fields, PEMParams.name, _FIELDS)
+        return PEMParams.from_epsilon(epsilon, **given)  # type: ignore[arg-type]
+    tp = (
+        take_field(fields, "truth_probability", float, PEMParams.name)
+        if "truth_probability" in fields
+        else None
+    )
+    no_more_fields(fields, PEMParams.name, (*_FIELDS, "truth_probability"))
+    missing = [
+        name for name in (*_FIELDS, "truth_probability") if name not in given and name != "truth_probability"
+    ]
+    if tp is None or missing:
+        raise InvalidParameterError(
+            "params",
+            sorted(given),
+            "epsilon, or truth_probability with max_length, start_bits, step_bits, top_k, g",
+        )
+    return PEMParams(truth_probability=tp, **given)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------- keys
+
+
+def value_bytes(params: PEMParams, value: object) -> bytes:
+    """The value as bytes (a str as UTF-8), checked: 1 to max_length bytes.
+
+    Raises:
+        DomainError: not bytes or str, empty, or longer than max_length bytes.
+    """
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+    elif isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+    else:
+        raise DomainError("value", type(value).__name__, "a str (encoded as UTF-8) or bytes")
+    if not data:
+        raise DomainError("value", value, f"a non-empty value of at most {params.max_length} bytes")
+    if len(data) > params.max_length:
+        shown = value[:24] if isinstance(value, str | bytes) else data[:24]
+        raise DomainError(
+            "value", shown, f"at most {params.max_length} bytes (max_length), got {len(data)} bytes"
+        )
+    return data
+
+
+def prefix_of(params: PEMParams, level: int, data: bytes) -> Prefix:
+    """The prefix of a (checked) value at ``level``."""
+    padded = _from_bytes(data, "big") << (8 * (params.max_length - len(data)))
+    return Prefix(len(data), padded >> (8 * params.max_length - params.prefix_bits(level)))
+
+
+def prefix_digest(level: int, s_bits: int, prefix: Prefix) -> int:
+    """K: BLAKE2b-64 (person ``ldp-pem-prefix``) of level || length || the prefix bits (module docstring)."""
+    data = level.to_bytes(2, "big") + bytes((prefix.length,)) + prefix.bits.to_bytes((s_bits + 7) >> 3, "big")
+    return _from_bytes(_blake2b(data, digest_size=8, person=_PERSON).digest(), "little")
+
+
+def group_of(params: PEMParams, campaign_id: str, secret: ClientSecret) -> int:
+    """The device's level: HMAC-SHA256(secret, GROUP_LABEL || campaign id), first 8 bytes, mod G (the
+    modulo bias is below G/2**64)."""
+    return _from_bytes(secret.prf(GROUP_LABEL + campaign_id.encode("utf-8"))[:8], "big") % params.levels
+
+
+class PEMReport(NamedTuple):
+    """One report: the level (the device's group), the seed (a, b) and the bucket in [0, g)."""
+
+    group: int
+    a: int
+    b: int
+    bucket: int
+
+
+def _bucket(a: int, b: int, key: int, g: int) -> int:
+    return (((((a * key + b) & _M64) >> 32) * g) >> 32) & _M32
+
+
+class PEMEncoder:
+    """Encodes a device's values for its level (fixed by its group) with the OS CSPRNG."""
+
+    __slots__ = (
+        "_g",
+        "_group",
+        "_hasher",
+        "_lengths",
+        "_max",
+        "_nbytes",
+        "_others",
+        "_shift",
+        "_truth",
+        "params",
+    )
+
+    def __init__(self, params: PEMParams, *, group: int) -> None:
+        if not isinstance(params, PEMParams):
+            raise InvalidParameterError("params", type(params).__name__, "PEMParams")
+        int_field("group", group, 0, params.levels - 1)
+        self.params = params
+        self._group = group
+        self._g = params.g
+        self._others = params.g - 1
+        self._truth = params.truth_threshold
+        s_bits = params.prefix_bits(group)
+        self._max = params.max_length
+        self._shift = 8 * params.max_length - s_bits
+        self._nbytes = (s_bits + 7) >> 3
+        # prefix_digest's input starts with the level and the length: both fixed per encoder and length.
+        self._hasher = _blake2b(digest_size=8, person=_PERSON)
+        head = group.to_bytes(2, "big")
+        self._lengths = [head + bytes((n,)) for n in range(params.max_length + 1)]
+
+    def __repr__(self) -> str:
+        return f"PEMEncoder(params={self.params!r}, group=<hidden>)"
+
+    def encode(self, value: str | bytes) -> PEMReport:
+        """Randomize one value (str as UTF-8, or bytes; 1 to max_length bytes).
+
+        Raises:
+            DomainError: empty, too long, or neither str nor bytes.
+        """
+        data = value.encode("utf-8") if type(value) is str else value
+        if type(data) is not bytes or not 0 < len(data) <= self._max:
+            data = value_bytes(self.params, value)  # raises for what is not a valid value
+        length = len(data)
+        # The prefix bits: the value padded to max_length bytes, shifted down to the level's s bits.
+        move = 8 * (self._max - length) - self._shift
+        bits = _from_bytes(data, "big")
+        bits = bits << move if move >= 0 else bits >> -move
+        h = self._hasher.copy()
+        h.update(self._lengths[length] + bits.to_bytes(self._nbytes, "big"))
+        key = _from_bytes(h.digest(), "little")
+        r = _from_bytes(_rnd._source(24), "little")
+        a = r & _M64
+        b = (r >> 64) & _M64
+        g = self._g
+        own = (((((a * key + b) & _M64) >> 32) * g) >> 32) & _M32
+        if ((r >> 128) & _M32) < self._truth:
+            return PEMReport(self._group, a, b, own)
+        other = _uniform_below(self._others, r >> 160)
+        return PEMReport(self._group, a, b, other + 1 if other >= own else other)
+
+
+# ------------------------------------------------------------------------------------------ candidates
+
+
+def level_candidates(params: PEMParams, level: int, kept: Sequence[Prefix]) -> tuple[Prefix, ...]:
+    """Level 0: every (length, first s_0 bits) with zero bits beyond the length; later levels: each kept
+    prefix extended by the level's new bits, those beyond its length zero."""
+    s = params.prefix_bits(level)
+    out: list[Prefix] = []
+    if level == 0:
+        for length in range(1, params.max_length + 1):
+            zero = max(0, s - 8 * length)
+            out.extend(Prefix(length, bits << zero) for bits in range(1 << (s - zero)))
+        return tuple(out)
+    prev = params.prefix_bits(level - 1)
+    width = s - prev
+    for parent in kept:
+        zero = min(width, max(0, s - max(8 * parent.length, prev)))
+        base = parent.bits << width
+        out.extend(Prefix(parent.length, base | (e << zero)) for e in range(1 << (width - zero)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _label_keys(params: PEMParams, labels: tuple[str, ...]) -> Any:
+    """(n_labels, G) uint64 digests of each label's prefix at each level (simulation)."""
+    import numpy as np
+
+    keys = np.empty((len(labels), params.levels), dtype=np.uint64)
+    for i, label in enumerate(labels):
+        data = value_bytes(params, label)
+        for level in range(params.levels):
+            keys[i, level] = prefix_digest(level, params.prefix_bits(level), prefix_of(params, level, data))
+    return keys
+
+
+# Reports x candidates per block of the support evaluation: 512 KiB of uint64 temporaries stay in cache
+# (measured about 1.6x faster than 8 MiB blocks).
+_BLOCK = 1 << 16
+
+
+def support_counts(
+    a: NDArray[np.uint64], b: NDArray[np.uint64], buckets: NDArray[Any], keys: NDArray[np.uint64], g: int
+) -> NDArray[np.int64]:
+    """C_K for each digest K: the reports (a, b, y) that hash K into y (numpy, blocked)."""
+    import numpy as np
+
+    counts = np.zeros(keys.shape[0], dtype=np.int64)
+    n = int(a.shape[0])
+    if n == 0 or keys.shape[0] == 0:
+        return counts
+    b_prime, limit = support_test_constants(b, buckets, g)
+    a64 = np.asarray(a, dtype=np.uint64)
+    rows = max(1, _BLOCK // keys.shape[0])
+    work = np.empty((min(rows, n), keys.shape[0]), dtype=np.uint64)
+    hits = np.empty(work.shape, dtype=np.bool_)
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        t, m = work[: stop - start], hits[: stop - start]
+        np.multiply(a64[start:stop, None], keys[None, :], out=t)
+        np.add(t, b_prime[start:stop, None], out=t)
+        np.less(t, limit[start:stop, None], out=m)
+        # Summing the booleans as bytes into int32 per block (at most _BLOCK rows) is faster than
+        # count_nonzero along axis 0.
+        counts += np.add.reduce(m.view(np.uint8), axis=0, dtype=np.int32)
+    return counts

@@ -1,0 +1,408 @@
+"""Prefix extension for every layer: the wire codec, the journal rows and :data:`SPEC` (the method: the
+package docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from ldp_client._prob import PROB_ONE
+from ldp_client._proto.ldp.v1 import campaign_pb2
+from ldp_client.codecs import (
+    U32_LE,
+    U64_LE,
+    RowField,
+    as_array,
+    as_int,
+    check_count,
+    check_indices,
+    check_length,
+)
+from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
+from ldp_client.mechanisms.pem.core import (
+    _FIELDS,
+    _U16_LE,
+    PEMEncoder,
+    PEMParams,
+    PEMReport,
+    Prefix,
+    _bucket,
+    _from_bytes,
+    _label_keys,
+    _make,
+    group_of,
+    level_candidates,
+    prefix_digest,
+    prefix_of,
+    support_counts,
+    value_bytes,
+)
+from ldp_client.spec import Kind, Layout, MakeArgs, MechanismSpec, SecretSource, Support, WireNames
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from ldp_client._proto.ldp.v1 import reports_pb2
+
+__all__ = ["SPEC", "PEMSpec"]
+
+
+# ------------------------------------------------------------------------------------------------ codec
+
+
+def _report_value(field: str, report: object, params: PEMParams) -> tuple[int, int, int, int]:
+    missing = object()
+    parts = [getattr(report, name, missing) for name in ("group", "a", "b", "bucket")]
+    if any(p is missing for p in parts):
+        raise InvalidReportError(field, report, "a PEMReport(group, a, b, bucket)")
+    group = as_int(f"{field}.group", parts[0], f"a level in [0, {params.levels - 1}]")
+    if not 0 <= group < params.levels:
+        raise InvalidReportError(f"{field}.group", group, f"a level in [0, {params.levels - 1}]")
+    seed = "an integer in [0, 2**64)"
+    a = as_int(f"{field}.a", parts[1], seed)
+    b = as_int(f"{field}.b", parts[2], seed)
+    for name, v in (("a", a), ("b", b)):
+        if not 0 <= v < 1 << 64:
+            raise InvalidReportError(f"{field}.{name}", v, seed)
+    y = as_int(f"{field}.bucket", parts[3], f"a bucket in [0, {params.g - 1}]")
+    if not 0 <= y < params.g:
+        raise InvalidReportError(f"{field}.bucket", y, f"a bucket in [0, {params.g - 1}]")
+    return group, a, b, y
+
+
+def _pack_row(r: PEMReport) -> bytes:
+    """The 22-byte journal row: u16 group, u64 a, u64 b, u32 bucket, little-endian."""
+    return (
+        r.group.to_bytes(2, "little") + r.a.to_bytes(8, "little") + r.b.to_bytes(8, "little")
+        + r.bucket.to_bytes(4, "little")
+    )  # fmt: skip
+
+
+def _unpack_row(row: bytes) -> PEMReport:
+    return PEMReport(
+        _from_bytes(row[:2], "little"),
+        _from_bytes(row[2:10], "little"),
+        _from_bytes(row[10:18], "little"),
+        _from_bytes(row[18:], "little"),
+    )
+
+
+def _check_columns(columns: object, params: PEMParams, field: str) -> tuple[Any, Any, Any, Any]:
+    import numpy as np
+
+    if not isinstance(columns, tuple) or len(columns) != 4:
+        raise InvalidReportError(field, type(columns).__name__, "a (groups, a, b, buckets) tuple of arrays")
+    groups = as_array(f"{field}.groups", columns[0], "integer levels", 1)
+    a = as_array(f"{field}.a", columns[1], "uint64 seed words", 1)
+    b = as_array(f"{field}.b", columns[2], "uint64 seed words", 1)
+    y = as_array(f"{field}.buckets", columns[3], "integer buckets", 1)
+    n = groups.shape[0]
+    for name, arr in (("a", a), ("b", b)):
+        if arr.dtype != np.uint64 or arr.shape[0] != n:
+            raise InvalidReportError(f"{field}.{name}", f"{arr.dtype}{arr.shape}", f"uint64 of shape ({n},)")
+    for name, arr in (("groups", groups), ("buckets", y)):
+        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or arr.shape[0] != n:
+            raise InvalidReportError(
+                f"{field}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
+            )
+    check_indices(groups, params.levels, f"{field}.groups", "a level")
+    check_indices(y, params.g, f"{field}.buckets", "a bucket")
+    return groups, a, b, y
+
+
+# ------------------------------------------------------------------------------------------------- spec
+
+# A fixed sample of seeds for the exhaustive checks (public randomness, independent of the value): the
+# distribution conditioned on it.
+_SAMPLE_SEEDS: Final = tuple(
+    (
+        _from_bytes(hashlib.sha256(b"ldp-pem-test-seed-a" + bytes((i,))).digest()[:8], "little"),
+        _from_bytes(hashlib.sha256(b"ldp-pem-test-seed-b" + bytes((i,))).digest()[:8], "little"),
+    )
+    for i in range(8)
+)
+
+
+class PEMSpec(MechanismSpec[PEMParams]):
+    """Prefix extension for every layer (:mod:`ldp_client.spec`; module docstring).
+
+    Wire: ``Campaign.pem`` (``PrefixExtensionParams``); batch columns ``groups`` (u16), ``a``, ``b`` (u64),
+    ``buckets`` (u32) of ``ReportBatch.pem``; ``Report.pem`` one (group, a, b, bucket). Journal row: u16
+    group, u64 a, u64 b, u32 bucket. Accumulator: ``counts`` of reports per level; the discovery reads the
+    raw reports.
+    """
+
+    name: ClassVar[str] = PEMParams.name
+    params_type: ClassVar[type[Any]] = PEMParams
+    kind: ClassVar[Kind] = Kind.DISCOVERY
+    wire: ClassVar[WireNames] = WireNames(campaign="pem", batch="pem", report="pem")
+    per_device_state: ClassVar[bool] = True
+
+    def make(self, *, epsilon: float | None, domain: Any, fields: dict[str, object]) -> PEMParams:
+        if domain is not None:
+            raise InvalidParameterError(
+                "domain",
+                domain,
+                "none for pem (it discovers the values: give max_length, the longest in bytes)",
+            )
+        return _make(epsilon=epsilon, fields=dict(fields))
+
+    def make_args(self, params: PEMParams) -> MakeArgs:
+        return MakeArgs(fields={name: getattr(params, name) for name in (*_FIELDS, "truth_probability")})
+
+    def params_to_proto(self, params: PEMParams) -> campaign_pb2.PrefixExtensionParams:
+        return campaign_pb2.PrefixExtensionParams(
+            **{name: getattr(params, name) for name in (*_FIELDS, "truth_probability")}
+        )
+
+    def params_from_proto(self, msg: campaign_pb2.PrefixExtensionParams) -> PEMParams:
+        return PEMParams(**{name: getattr(msg, name) for name in (*_FIELDS, "truth_probability")})
+
+    def needs_secret(self, params: PEMParams) -> bool:
+        return True
+
+    def encoder(
+        self, params: PEMParams, *, campaign_id: str, secret: SecretSource | None
+    ) -> Callable[[Any], Any]:
+        if secret is None:
+            raise InvalidParameterError(
+                "secret", None, "the device's client secret (pem derives its level from it)"
+            )
+        key = secret if not callable(secret) else secret()
+        return PEMEncoder(params, group=group_of(params, campaign_id, key)).encode
+
+    # -------------------------------------------------------------------------------- codec
+
+    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: PEMParams, columns: Any) -> None:
+        groups, a, b, y = _check_columns(columns, params, self.wire.batch)
+        n = groups.shape[0]
+        check_count("count", n)
+        msg.count = n
+        cols = msg.pem
+        cols.groups = groups.astype(_U16_LE).tobytes()
+        cols.a = a.astype(U64_LE).tobytes()
+        cols.b = b.astype(U64_LE).tobytes()
+        cols.buckets = y.astype(U32_LE).tobytes()
+
+    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: PEMParams, n: int) -> Any:
+        import numpy as np
+
+        field, cols = self.wire.batch, msg.pem
+        check_length(f"{field}.groups", cols.groups, 2 * n, f"2 * count for count={n} little-endian uint16")
+        check_length(f"{field}.a", cols.a, 8 * n, f"8 * count for count={n} little-endian uint64")
+        check_length(f"{field}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
+        check_length(f"{field}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32")
+        groups = np.frombuffer(cols.groups, dtype=_U16_LE)
+        check_indices(groups, params.levels, f"{field}.groups", "a level")
+        buckets = np.frombuffer(cols.buckets, dtype=U32_LE)
+        check_indices(buckets, params.g, f"{field}.buckets", "a bucket")
+        return (
+            groups.astype(np.uint16, copy=False),
+            np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False),
+            np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False),
+            buckets.astype(np.uint32, copy=False),
+        )
+
+    def report_to_proto(self, msg: reports_pb2.Report, params: PEMParams, output: Any) -> None:
+        group, a, b, y = _report_value("report", output, params)
+        target = msg.pem
+        target.group, target.a, target.b, target.bucket = group, a, b, y
+
+    def report_from_proto(self, msg: reports_pb2.Report, params: PEMParams) -> Any:
+        import numpy as np
+
+        r = msg.pem
+        if r.group >= params.levels:
+            raise InvalidReportError("pem.group", r.group, f"a level in [0, {params.levels - 1}]")
+        if r.bucket >= params.g:
+            raise InvalidReportError("pem.bucket", r.bucket, f"a bucket in [0, {params.g - 1}]")
+        return (
+            np.array([r.group], dtype=np.uint16),
+            np.array([r.a], dtype=np.uint64),
+            np.array([r.b], dtype=np.uint64),
+            np.array([r.bucket], dtype=np.uint32),
+        )
+
+    def batch_from_reports(self, params: PEMParams, reports: Sequence[Any]) -> Any:
+        import numpy as np
+
+        rows = [_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
+        return (
+            np.array([r[0] for r in rows], dtype=np.uint16),
+            np.array([r[1] for r in rows], dtype=np.uint64),
+            np.array([r[2] for r in rows], dtype=np.uint64),
+            np.array([r[3] for r in rows], dtype=np.uint32),
+        )
+
+    def row_fields(self, params: PEMParams) -> tuple[RowField, ...]:
+        f = self.wire.batch
+        return (
+            RowField((f, "groups"), 2),
+            RowField((f, "a"), 8),
+            RowField((f, "b"), 8),
+            RowField((f, "buckets"), 4),
+        )
+
+    def row_packer(self, params: PEMParams) -> Callable[[Any], bytes]:
+        return _pack_row
+
+    def row_unpacker(self, params: PEMParams) -> Callable[[bytes], Any]:
+        return _unpack_row
+
+    # --------------------------------------------------------------------------- simulation
+
+    def encode_batch(
+        self,
+        params: PEMParams,
+        values: NDArray[np.int64],
+        rng: np.random.Generator,
+        *,
+        campaign_id: str,
+        labels: Sequence[str],
+    ) -> Any:
+        """Simulated users (seeded ``rng`` only): a uniform level each (what their secrets give), then the
+        per-report law of local hashing on the level's prefix digest, vectorised."""
+        import numpy as np
+
+        from ldp_client.mechanisms._batchbits import raw_words
+        from ldp_client.mechanisms.olh import hash_buckets
+
+        idx = np.asarray(values, dtype=np.int64)
+        if idx.ndim != 1 or (idx.size and (int(idx.min()) < 0 or int(idx.max()) >= len(labels))):
+            raise DomainError("values", f"shape {idx.shape}", f"indices into the {len(labels)} labels")
+        keys_table = _label_keys(params, tuple(labels))
+        n = idx.shape[0]
+        groups = rng.integers(0, params.levels, size=n, dtype=np.int64)
+        keys = keys_table[idx, groups]
+        a = raw_words(rng, n).astype(np.uint64)
+        b = raw_words(rng, n).astype(np.uint64)
+        own = hash_buckets(a, b, keys, params.g).astype(np.int64)
+        truthful = rng.integers(0, PROB_ONE, size=n, dtype=np.uint32) < np.uint32(params.truth_threshold)
+        other = np.asarray(rng.integers(0, params.g - 1, size=n, dtype=np.int64))
+        other = other + (other >= own)
+        buckets = np.where(truthful, own, other).astype(np.uint32)
+        return groups.astype(np.uint16), a, b, buckets
+
+    # ------------------------------------------------------------------------------- server
+
+    def layout(self, params: PEMParams) -> Layout:
+        return Layout.counts(params.levels)
+
+    def layout_batch(self, params: PEMParams, columns: Any) -> Any:
+        groups, _a, _b, _y = _check_columns(columns, params, "reports")
+        return groups.astype("int64")
+
+    def discovery_levels(self, params: PEMParams) -> int:
+        return params.levels
+
+    def discovery_top_k(self, params: PEMParams) -> int:
+        return params.top_k
+
+    def discovery_candidates(
+        self, params: PEMParams, level: int, kept: Sequence[Hashable]
+    ) -> tuple[Hashable, ...]:
+        return level_candidates(params, level, [Prefix(*p) for p in kept])  # type: ignore[misc]
+
+    def discovery_prefix(self, params: PEMParams, level: int, value: Any) -> Hashable:
+        return prefix_of(params, level, value_bytes(params, value))
+
+    def discovery_same_value(
+        self, params: PEMParams, level: int, candidate: Hashable
+    ) -> tuple[tuple[int, Hashable], ...]:
+        """The earlier levels whose prefix already held all 8 ell bits of this candidate's value (a
+        complete value: the bits after it are padding), with the candidate cut to their length."""
+        prefix = Prefix(*candidate)  # type: ignore[misc]
+        s = params.prefix_bits(level)
+        whole = 8 * prefix.length
+        return tuple(
+            (lv, Prefix(prefix.length, prefix.bits >> (s - params.prefix_bits(lv))))
+            for lv in range(level)
+            if params.prefix_bits(lv) >= whole
+        )
+
+    def discovery_label(self, params: PEMParams, candidate: Hashable) -> str:
+        prefix = Prefix(*candidate)  # type: ignore[misc]
+        data = prefix.bits.to_bytes(params.max_length, "big")[: prefix.length]
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.decode("utf-8", errors="backslashreplace")
+
+    def discovery_support(
+        self, params: PEMParams, columns: Any, level: int, candidates: Sequence[Hashable]
+    ) -> Support:
+        import numpy as np
+
+        groups, a, b, y = _check_columns(columns, params, "reports")
+        mine = groups == level
+        s = params.prefix_bits(level)
+        keys = np.array([prefix_digest(level, s, Prefix(*c)) for c in candidates], dtype=np.uint64)  # type: ignore[misc]
+        counts = support_counts(a[mine], b[mine], y[mine], keys, params.g)
+        return Support(
+            labels=tuple(str(i) for i in range(len(candidates))),
+            counts=counts,
+            n=int(np.count_nonzero(mine)),
+            p_star=params.p_star,
+            q_star=params.q_star,
+        )
+
+    # ------------------------------------------------------------------------------- tests
+
+    def items(self, params: PEMParams) -> tuple[str, ...]:
+        return tuple(str(v) for v in self.inputs(params))
+
+    def inputs(self, params: PEMParams) -> tuple[Any, ...]:
+        """Three values of different lengths and bytes (a 1-byte campaign: three different bytes)."""
+        if params.max_length == 1:
+            return ("a", "b", "\x00")
+        return ("a", "ab", "b" * params.max_length)
+
+    def input_value(self, params: PEMParams, index: int) -> Any:
+        return self.inputs(params)[index]
+
+    def examples(self) -> tuple[PEMParams, ...]:
+        return (
+            PEMParams(max_length=1, start_bits=4, step_bits=4, top_k=3, g=4, truth_probability=0.5),
+            PEMParams(max_length=2, start_bits=3, step_bits=5, top_k=4, g=2, truth_probability=0.7),
+            PEMParams.from_epsilon(2.0, max_length=3, top_k=4, step_bits=6),
+        )
+
+    def exact_outputs(self, params: PEMParams, value: Any) -> Mapping[Hashable, Fraction]:
+        """Over the device's group (uniform over secrets) and a fixed sample of seeds: the distribution
+        conditioned on the seed sample (public randomness independent of the value)."""
+        data = value_bytes(params, value)
+        weight = Fraction(1, params.levels * len(_SAMPLE_SEEDS))
+        out: dict[Hashable, Fraction] = {}
+        for group in range(params.levels):
+            key = prefix_digest(group, params.prefix_bits(group), prefix_of(params, group, data))
+            for a, b in _SAMPLE_SEEDS:
+                own = _bucket(a, b, key, params.g)
+                for y in range(params.g):
+                    out[PEMReport(group, a, b, y)] = weight * self._bucket_probability(params, own, y)
+        return out
+
+    def exact_output_probability(self, params: PEMParams, value: Any, output: Any) -> Fraction:
+        """P(output | value) given the output's group and seed (the group's own probability, 1/G, is the
+        same for every value)."""
+        if not isinstance(output, PEMReport) or not (
+            0 <= output.group < params.levels and 0 <= output.bucket < params.g
+        ):
+            return Fraction(0)
+        data = value_bytes(params, value)
+        key = prefix_digest(
+            output.group, params.prefix_bits(output.group), prefix_of(params, output.group, data)
+        )
+        own = _bucket(output.a, output.b, key, params.g)
+        return Fraction(1, params.levels) * self._bucket_probability(params, own, output.bucket)
+
+    @staticmethod
+    def _bucket_probability(params: PEMParams, own: int, bucket: int) -> Fraction:
+        p = Fraction(params.truth_threshold, PROB_ONE)
+        return p if bucket == own else (1 - p) / (params.g - 1)
+
+
+SPEC = PEMSpec()
+"""Prefix extension, as :mod:`ldp_client.registry` lists it."""
