@@ -193,6 +193,7 @@ def archive_estimate(
 ) -> None:
     """Estimates from the archived reports, as `estimate` answers them from the store."""
     from ldp_aggregator.analysis import estimate_campaign, estimate_to_dict, estimate_to_proto
+    from ldp_aggregator.archive import iter_payloads
     from ldp_aggregator.service import estimate_note
 
     cands = _read_lines(candidates) if candidates is not None else []
@@ -207,6 +208,8 @@ def archive_estimate(
                 candidates=cands,
                 confidence=confidence,
                 population_size=population_size,
+                # A discovery campaign finds its values in the raw reports, as the server does (issue 16).
+                reports=lambda: iter_payloads(archive, campaign_id),
             )
         )
     msg.note = estimate_note(result.info, cands)
