@@ -12,7 +12,8 @@ report archive reduced on Dask to the same numbers.
    batches from client threads, half of them homed on each replica, over gRPC. Once half the batches are
    acknowledged, replica A is killed with SIGKILL while the clients keep going: a client whose call
    failed resends the SAME batch (its id is the idempotency key) to the other replica, as a client behind
-   a load balancer would.
+   a load balancer would. Afterwards every batch the killed replica had acknowledged is sent again to the
+   survivor, as by devices that never got their answer: each must be answered "duplicate".
 4. Prints the estimates (with their 95% intervals, next to the truth) as the surviving replica answers
    them, and checks that every batch was counted exactly once: each campaign's accumulator equals the sum
    of the batches sent, byte for byte, and counts every user.
@@ -215,16 +216,18 @@ class _Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
     acked: int = 0
     acked_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_REPLICAS, 0))
+    acked_batches: dict[str, list[_Batch]] = field(default_factory=lambda: {r: [] for r in _REPLICAS})
     resent: int = 0  # batches acknowledged by another replica than the one first tried
     duplicates: int = 0  # of those, answered "duplicate": the first replica had committed them
     half_acked: threading.Event = field(default_factory=threading.Event)
     abort: threading.Event = field(default_factory=threading.Event)
     failure: str | None = None
 
-    def record(self, replica: str, *, moved: bool, duplicate: bool) -> None:
+    def record(self, batch: _Batch, replica: str, *, moved: bool, duplicate: bool) -> None:
         with self.lock:
             self.acked += 1
             self.acked_by[replica] += 1
+            self.acked_batches[replica].append(batch)
             self.resent += moved
             self.duplicates += duplicate
             if self.acked >= self.kill_after:
@@ -279,7 +282,8 @@ class _Client(threading.Thread):
                 time.sleep(_RETRY_PAUSE_S)
                 continue
             self.home = k % len(self.replicas)
-            self.ledger.record(replica.name, moved=replica.name != first, duplicate=bool(resp.duplicate))
+            moved = replica.name != first
+            self.ledger.record(batch, replica.name, moved=moved, duplicate=bool(resp.duplicate))
             return True
         if not self.ledger.abort.is_set():
             self.ledger.failure = (
@@ -328,6 +332,9 @@ class DemoOutcome:
         acked_by: Batches each replica acknowledged.
         resent: Batches acknowledged by another replica than the one first tried; ``duplicates`` of them
             were answered "duplicate" (the killed replica had committed them before it died).
+        replayed: The batches the killed replica had acknowledged, sent again to the survivor afterwards (as
+            a device that never got its answer would); ``replay_duplicates`` of them were answered
+            "duplicate" (all, or the demo fails: nothing it acknowledged may be counted twice).
         questions: Per campaign: the replica's and the archive's numbers.
         archive: The archive directory; ``verify_output`` what ``archive verify`` printed.
         pg_dir: The throwaway PostgreSQL's directory (removed at the end); ``replica_pids`` their pids.
@@ -341,6 +348,8 @@ class DemoOutcome:
     acked_by: dict[str, int] = field(default_factory=dict)
     resent: int = 0
     duplicates: int = 0
+    replayed: int = 0
+    replay_duplicates: int = 0
     questions: list[QuestionOutcome] = field(default_factory=list)
     archive: Path = Path()
     verify_output: str = ""
@@ -462,8 +471,11 @@ def _create_campaigns(target: str, questions: Sequence[Question]) -> None:
 
 def _send_and_kill(
     batches: list[_Batch], replicas: Sequence[Replica], clients: int, outcome: DemoOutcome
-) -> None:
-    """The clients send every batch; replica A is SIGKILLed once half of them are acknowledged."""
+) -> list[_Batch]:
+    """The clients send every batch; replica A is SIGKILLed once half of them are acknowledged.
+
+    Returns the batches replica A acknowledged before it died.
+    """
     ledger = _Ledger(total=len(batches), kill_after=len(batches) // 2)
     per_client: list[list[_Batch]] = [[] for _ in range(clients)]
     for i, b in enumerate(batches):
@@ -498,11 +510,44 @@ def _send_and_kill(
         raise DemoError(f"only {ledger.acked} of {len(batches)} batches were acknowledged")
     outcome.acked_by = dict(ledger.acked_by)
     outcome.resent, outcome.duplicates = ledger.resent, ledger.duplicates
+    return ledger.acked_batches[victim.name]
     by_a, by_b = (outcome.acked_by[r.name] for r in replicas)
     console.print(
         f"all {len(batches):,} batches acknowledged in {time.monotonic() - t0:.1f} s: replica A"
         f" {by_a:,} (before it was killed), replica B {by_b:,}; {ledger.resent:,} resent to B after a failed"
         f' call, {ledger.duplicates:,} of them answered "duplicate" (A had committed them before it died)'
+    )
+
+
+def _replay_acknowledged(batches: Sequence[_Batch], survivor: Replica, outcome: DemoOutcome) -> None:
+    """Send every batch the killed replica acknowledged again, to the survivor: each must be answered
+    "duplicate" (its commit outlived the replica, in the shared database) and count nothing."""
+    import grpc
+
+    from ldp_client._proto.ldp.v1 import collector_pb2_grpc
+
+    duplicates = 0
+    with grpc.insecure_channel(survivor.target) as ch:
+        collector = collector_pb2_grpc.CollectorStub(ch)
+        for batch in batches:
+            try:
+                resp = collector.Submit(batch.message, timeout=_SUBMIT_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                raise DemoError(
+                    f"resending batch {batch.batch_id!r} to replica {survivor.name} failed:"
+                    f" {exc.code().name}: {exc.details()}"
+                ) from None
+            if not resp.duplicate or resp.accepted:
+                raise DemoError(
+                    f"batch {batch.batch_id!r}, acknowledged by the killed replica, was counted again by"
+                    f" replica {survivor.name} ({resp.accepted} reports)"
+                )
+            duplicates += 1
+    outcome.replayed, outcome.replay_duplicates = len(batches), duplicates
+    console.print(
+        f"then all {len(batches):,} batches replica A had acknowledged were sent again to replica B, as"
+        f' devices that never got their answer would: {duplicates:,} answered "duplicate", nothing counted'
+        " twice"
     )
 
 
@@ -711,9 +756,9 @@ def run_demo(
             f" {len(batches):,} batches of up to {batch_size:,} reports from {clients} client threads, half"
             " of them homed on each replica"
         )
-        _send_and_kill(batches, replicas, clients, outcome)
-
+        acked_by_killed = _send_and_kill(batches, replicas, clients, outcome)
         survivor = replicas[1]
+        _replay_acknowledged(acked_by_killed, survivor, outcome)
         outcome.questions = _server_answers(survivor.target, questions, sums, truths)
         _check_exactly_once(outcome, len(batches) // len(questions))
         for q in outcome.questions:

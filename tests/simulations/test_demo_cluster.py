@@ -67,6 +67,8 @@ def test_demo_cluster_counts_every_batch_once_after_a_sigkill_and_the_archive_ag
     assert outcome.acked_by_killed == outcome.acked_by["A"]
     assert sum(outcome.acked_by.values()) == outcome.batches
     assert outcome.resent > 0
+    # What A acknowledged outlived it: sent again to B, every one is answered "duplicate".
+    assert outcome.replayed == outcome.replay_duplicates == outcome.acked_by["A"]
     # Exactly once: each campaign holds every batch once (the killed replica's acknowledged ones too):
     # its accumulator is the sum of the batches sent and counts every user.
     assert [q.question.campaign_id for q in outcome.questions] == ["browser", "home"]
@@ -98,7 +100,7 @@ def test_demo_cluster_cleans_up_everything_on_ctrl_c(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def interrupted(batches: Any, replicas: Any, clients: int, outcome: demo_cluster.DemoOutcome) -> None:
+    def interrupted(batches: Any, replicas: Any, clients: int, outcome: demo_cluster.DemoOutcome) -> Any:
         seen["pg_dir"] = outcome.pg_dir
         seen["pids"] = [r.pid for r in replicas]
         assert outcome.pg_dir.is_dir() and not any(_gone(pid) for pid in seen["pids"])
