@@ -90,7 +90,8 @@ class Question:
         values: The population's possible answers (population index -> label).
         weights: Their relative frequencies.
         candidates: The campaign's candidate strings (RAPPOR; decoys included), else empty.
-        command: The equivalent ``ldp-aggregator campaign create`` command line.
+        command: The equivalent ``ldp-aggregator campaign create`` command line (``{out}``: the output
+            directory, where the candidates file is written).
     """
 
     campaign_id: str
@@ -133,7 +134,7 @@ def _questions() -> list[Question]:
             weights=tuple(1.0 / (i + 1) ** 1.1 for i in range(len(sites))),
             candidates=(*sites, *DECOYS),
             command="ldp-aggregator campaign create home --mechanism rappor --param k=128 --param h=2"
-            " --param m=64 --candidates home-candidates.txt",
+            " --param m=64 --candidates {out}/home-candidates.txt",
         ),
     ]
 
@@ -449,7 +450,9 @@ def _encode(
     return batches, sums
 
 
-def _create_campaigns(target: str, questions: Sequence[Question]) -> None:
+def _create_campaigns(target: str, questions: Sequence[Question], out: Path) -> None:
+    """Create the campaigns through one replica (the Analyst service), showing the equivalent commands;
+    their candidate lists are written to ``out`` as those commands read them."""
     import grpc
 
     from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc
@@ -457,7 +460,9 @@ def _create_campaigns(target: str, questions: Sequence[Question]) -> None:
     with grpc.insecure_channel(target) as ch:
         analyst = analyst_pb2_grpc.AnalystStub(ch)
         for q in questions:
-            _shell(f"{q.command} --server {target}")
+            if q.candidates:
+                (out / f"{q.campaign_id}-candidates.txt").write_text("\n".join(q.candidates) + "\n", "utf-8")
+            _shell(f"{q.command.format(out=out)} --server {target}")
             campaign = wire.campaign_to_proto(
                 campaign_id=q.campaign_id, params=q.params, description=q.title, candidates=q.candidates
             )
@@ -510,13 +515,13 @@ def _send_and_kill(
         raise DemoError(f"only {ledger.acked} of {len(batches)} batches were acknowledged")
     outcome.acked_by = dict(ledger.acked_by)
     outcome.resent, outcome.duplicates = ledger.resent, ledger.duplicates
-    return ledger.acked_batches[victim.name]
     by_a, by_b = (outcome.acked_by[r.name] for r in replicas)
     console.print(
         f"all {len(batches):,} batches acknowledged in {time.monotonic() - t0:.1f} s: replica A"
         f" {by_a:,} (before it was killed), replica B {by_b:,}; {ledger.resent:,} resent to B after a failed"
         f' call, {ledger.duplicates:,} of them answered "duplicate" (A had committed them before it died)'
     )
+    return ledger.acked_batches[victim.name]
 
 
 def _replay_acknowledged(batches: Sequence[_Batch], survivor: Replica, outcome: DemoOutcome) -> None:
@@ -693,7 +698,7 @@ def _interrupt_on_sigterm() -> Iterator[None]:
 def run_demo(
     out: Path,
     *,
-    users: int = 200_000,
+    users: int = 1_000_000,
     batch_size: int = 1_000,
     clients: int = 8,
     workers: int = 2,
@@ -725,6 +730,7 @@ def run_demo(
         "[bold]two aggregator replicas on PostgreSQL, one killed midway; the archive reduced on Dask[/bold]"
     )
     with contextlib.ExitStack() as stack:
+        t_pg = time.monotonic()
         cluster = PgCluster()
         stack.callback(cluster.destroy)
         outcome.pg_dir = cluster.dir
@@ -734,7 +740,7 @@ def run_demo(
         url = f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres"
         console.print(
             f"[bold]PostgreSQL[/bold] {cluster.bin.parent.name}: a throwaway cluster in {cluster.dir} on"
-            f" 127.0.0.1:{cluster.port} (removed at the end), ready after {time.monotonic() - t0:.1f} s"
+            f" 127.0.0.1:{cluster.port} (removed at the end), ready in {time.monotonic() - t_pg:.1f} s"
         )
         _shell(
             f"PGPASSWORD=... ldp-aggregator serve --store {url} --listen 0.0.0.0:50051 --retain-raw   # x2"
@@ -746,11 +752,11 @@ def run_demo(
         for r in replicas:
             r.wait_ready()
         console.print(
-            "[bold]replicas[/bold] "
+            "[bold]replicas[/bold]: "
             + ", ".join(f"{r.name} on {r.target} (pid {r.pid})" for r in replicas)
             + f", one PostgreSQL database; logs in {out}"
         )
-        _create_campaigns(replicas[0].target, questions)
+        _create_campaigns(replicas[0].target, questions, out)
         console.print(
             f'{users:,} simulated users answer both questions, each answer encoded on the "device":'
             f" {len(batches):,} batches of up to {batch_size:,} reports from {clients} client threads, half"
@@ -804,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out", type=Path, default=Path("demo-cluster-output"), help="logs and the archive (made afresh)"
     )
-    ap.add_argument("--users", type=int, default=200_000, help="simulated users (default 200,000)")
+    ap.add_argument("--users", type=int, default=1_000_000, help="simulated users (default 1,000,000)")
     ap.add_argument("--batch-size", type=int, default=1_000, help="reports per batch (default 1,000)")
     ap.add_argument("--clients", type=int, default=8, help="client threads (default 8)")
     ap.add_argument("--workers", type=int, default=2, help="Dask LocalCluster workers (default 2)")
