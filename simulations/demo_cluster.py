@@ -519,7 +519,7 @@ def _send_and_kill(
     console.print(
         f"all {len(batches):,} batches acknowledged in {time.monotonic() - t0:.1f} s: replica A"
         f" {by_a:,} (before it was killed), replica B {by_b:,}; {ledger.resent:,} resent to B after a failed"
-        f' call, {ledger.duplicates:,} of them answered "duplicate" (A had committed them before it died)'
+        f' call ({ledger.duplicates:,} answered "duplicate": A committed them, then died before answering)'
     )
     return ledger.acked_batches[victim.name]
 
