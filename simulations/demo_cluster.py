@@ -203,7 +203,8 @@ class Replica:
 
 @dataclass(frozen=True, kw_only=True)
 class _Batch:
-    question: int
+    """One device batch: its id (the idempotency key) and the message sent under it."""
+
     batch_id: str
     message: Any  # reports_pb2.ReportBatch
 
@@ -212,7 +213,6 @@ class _Batch:
 class _Ledger:
     """What the clients saw, shared between their threads (under ``lock``)."""
 
-    total: int
     kill_after: int
     lock: threading.Lock = field(default_factory=threading.Lock)
     acked: int = 0
@@ -329,7 +329,7 @@ class DemoOutcome:
     Attributes:
         users: Simulated users (each answers every question).
         batches: Batches sent (all questions).
-        killed: The replica killed with SIGKILL, and ``acked_by_killed`` of the batches it acknowledged.
+        killed: The replica killed with SIGKILL.
         acked_by: Batches each replica acknowledged.
         resent: Batches acknowledged by another replica than the one first tried; ``duplicates`` of them
             were answered "duplicate" (the killed replica had committed them before it died).
@@ -345,7 +345,6 @@ class DemoOutcome:
     users: int
     batches: int = 0
     killed: str = _REPLICAS[0]
-    acked_by_killed: int = 0
     acked_by: dict[str, int] = field(default_factory=dict)
     resent: int = 0
     duplicates: int = 0
@@ -446,7 +445,7 @@ def _encode(
             msg = wire.batch_to_proto(
                 campaign_id=q.campaign_id, batch_id=batch_id, params=q.params, columns=columns
             )
-            batches.append(_Batch(question=j, batch_id=batch_id, message=msg))
+            batches.append(_Batch(batch_id=batch_id, message=msg))
     return batches, sums
 
 
@@ -481,7 +480,7 @@ def _send_and_kill(
 
     Returns the batches replica A acknowledged before it died.
     """
-    ledger = _Ledger(total=len(batches), kill_after=len(batches) // 2)
+    ledger = _Ledger(kill_after=len(batches) // 2)
     per_client: list[list[_Batch]] = [[] for _ in range(clients)]
     for i, b in enumerate(batches):
         per_client[(i // 2) % clients].append(b)  # a user chunk's batches (one per question) go together
@@ -497,7 +496,6 @@ def _send_and_kill(
         if ledger.failure is None and ledger.half_acked.is_set():
             victim.kill()
             with ledger.lock:
-                outcome.acked_by_killed = ledger.acked_by[victim.name]
                 acked_then = ledger.acked
             console.print(
                 f"[bold red]SIGKILL[/bold red] replica {victim.name} (pid {victim.pid}) after {acked_then:,}"
@@ -762,9 +760,9 @@ def run_demo(
             f" {len(batches):,} batches of up to {batch_size:,} reports from {clients} client threads, half"
             " of them homed on each replica"
         )
-        acked_by_killed = _send_and_kill(batches, replicas, clients, outcome)
+        acknowledged_by_victim = _send_and_kill(batches, replicas, clients, outcome)
         survivor = replicas[1]
-        _replay_acknowledged(acked_by_killed, survivor, outcome)
+        _replay_acknowledged(acknowledged_by_victim, survivor, outcome)
         outcome.questions = _server_answers(survivor.target, questions, sums, truths)
         _check_exactly_once(outcome, len(batches) // len(questions))
         for q in outcome.questions:
@@ -834,7 +832,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
             )
     except KeyboardInterrupt:
-        print_error("interrupted: replicas stopped, PostgreSQL stopped and its directory removed")
+        print_error("interrupted: what it had started was stopped (replicas, PostgreSQL) and removed")
         return EXIT_INTERRUPTED
     except (DemoError, RuntimeError) as exc:  # RuntimeError: initdb or pg_ctl failed (their message)
         print_error(f"demo-cluster: {exc}")

