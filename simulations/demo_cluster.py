@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -56,6 +55,14 @@ from ldp_aggregator.cli_common import EXIT_INTERNAL, EXIT_OK, EXIT_UNAVAILABLE, 
 from ldp_client import registry, wire
 from ldp_client.params import GRRParams, MechanismParams, RapporParams
 from simulations.demo import BROWSERS, DECOYS, SITES
+from simulations.failover import (
+    SUBMIT_TIMEOUT_S,
+    DeviceBatch,
+    FailoverClient,
+    Ledger,
+    Replica,
+    ReplicaError,
+)
 from simulations.pg_throwaway import PgCluster, missing_reason
 
 __all__ = ["DemoError", "DemoOutcome", "QuestionOutcome", "main", "run_demo"]
@@ -65,9 +72,6 @@ console = Console(width=None if sys.stdout.isatty() else 120, highlight=False)
 
 EXIT_INTERRUPTED: Final = 130
 _REPLICAS: Final = ("A", "B")
-_SUBMIT_TIMEOUT_S: Final = 30.0
-_GIVE_UP_S: Final = 120.0  # one batch unacknowledged this long: the demo stops with an error
-_RETRY_PAUSE_S: Final = 0.05
 _CONFIDENCE: Final = 0.95
 _ALPHA: Final = 0.05
 
@@ -137,161 +141,6 @@ def _questions() -> list[Question]:
             " --param m=64 --candidates {out}/home-candidates.txt",
         ),
     ]
-
-
-# ------------------------------------------------------------------------------------------- replicas
-
-
-class Replica:
-    """``ldp-aggregator serve --store URL --retain-raw`` on a free loopback port (started at construction).
-
-    It runs in a session of its own, so a Ctrl-C in the terminal reaches only the demo, which then stops
-    it in order. Its log goes to ``log``.
-    """
-
-    def __init__(self, name: str, url: str, password: str, log: Path) -> None:
-        self.name = name
-        cmd = [sys.executable, "-m", "ldp_aggregator", "serve", "--store", url]
-        cmd += ["--listen", "127.0.0.1:0", "--retain-raw"]
-        env = {**os.environ, "PGPASSWORD": password}
-        with log.open("w", encoding="utf-8") as log_file:
-            self.proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=log_file, text=True, env=env, start_new_session=True
-            )
-        self.log = log
-        self.target = ""
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def wait_ready(self) -> None:
-        """Read its "ready on port N" line; raises DemoError with its last log line if it did not start."""
-        if self.proc.stdout is None:  # unreachable: stdout is a pipe
-            raise DemoError(f"replica {self.name} has no stdout pipe")
-        line = self.proc.stdout.readline()
-        match = re.search(r"ready on port (\d+)", line)
-        if match is None:
-            self.proc.wait(timeout=30)
-            lines = self.log.read_text(encoding="utf-8").strip().splitlines()
-            raise DemoError(
-                f"replica {self.name} did not start: {lines[-1] if lines else line!r} (log: {self.log})"
-            )
-        self.target = f"127.0.0.1:{match.group(1)}"
-
-    def kill(self) -> None:
-        """SIGKILL, as a crashed machine: nothing drains, nothing is committed after this."""
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> int:
-        """SIGTERM (drain, commit, exit 0) if it still runs, SIGKILL if it does not stop; its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return int(self.proc.returncode)
-
-
-# ------------------------------------------------------------------------------------------- clients
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Batch:
-    """One device batch: its id (the idempotency key) and the message sent under it."""
-
-    batch_id: str
-    message: Any  # reports_pb2.ReportBatch
-
-
-@dataclass(kw_only=True)
-class _Ledger:
-    """What the clients saw, shared between their threads (under ``lock``)."""
-
-    kill_after: int
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    acked: int = 0
-    acked_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_REPLICAS, 0))
-    acked_batches: dict[str, list[_Batch]] = field(default_factory=lambda: {r: [] for r in _REPLICAS})
-    resent: int = 0  # batches acknowledged by another replica than the one first tried
-    duplicates: int = 0  # of those, answered "duplicate": the first replica had committed them
-    half_acked: threading.Event = field(default_factory=threading.Event)
-    abort: threading.Event = field(default_factory=threading.Event)
-    failure: str | None = None
-
-    def record(self, batch: _Batch, replica: str, *, moved: bool, duplicate: bool) -> None:
-        with self.lock:
-            self.acked += 1
-            self.acked_by[replica] += 1
-            self.acked_batches[replica].append(batch)
-            self.resent += moved
-            self.duplicates += duplicate
-            if self.acked >= self.kill_after:
-                self.half_acked.set()
-
-
-class _Client(threading.Thread):
-    """A device population's uplink: its batches in order to its home replica; a failed call is resent,
-    the same batch id, to the next replica until one acknowledges it (which becomes its home)."""
-
-    def __init__(
-        self, batches: list[_Batch], replicas: Sequence[Replica], home: int, ledger: _Ledger
-    ) -> None:
-        super().__init__(daemon=True, name=f"demo-client-{home}")
-        self.batches = batches
-        self.replicas = replicas
-        self.home = home
-        self.ledger = ledger
-
-    def run(self) -> None:
-        import grpc
-
-        from ldp_client._proto.ldp.v1 import collector_pb2_grpc
-
-        channels = {r.name: grpc.insecure_channel(r.target) for r in self.replicas}
-        stubs = {name: collector_pb2_grpc.CollectorStub(ch) for name, ch in channels.items()}
-        try:
-            for batch in self.batches:
-                if not self._send(stubs, batch):
-                    return
-        except Exception as exc:  # a bug: reported by the main thread as one line
-            self.ledger.failure = f"client thread failed: {type(exc).__name__}: {exc}"
-            self.ledger.abort.set()
-        finally:
-            for ch in channels.values():
-                ch.close()
-
-    def _send(self, stubs: dict[str, Any], batch: _Batch) -> bool:
-        import grpc
-
-        deadline = time.monotonic() + _GIVE_UP_S
-        k = self.home
-        first = self.replicas[k].name
-        last_error = ""
-        while time.monotonic() < deadline and not self.ledger.abort.is_set():
-            replica = self.replicas[k % len(self.replicas)]
-            try:
-                resp = stubs[replica.name].Submit(batch.message, timeout=_SUBMIT_TIMEOUT_S)
-            except grpc.RpcError as exc:
-                last_error = f"{exc.code().name}: {exc.details()}"
-                k += 1  # the same batch (same id) to the next replica
-                time.sleep(_RETRY_PAUSE_S)
-                continue
-            self.home = k % len(self.replicas)
-            moved = replica.name != first
-            self.ledger.record(batch, replica.name, moved=moved, duplicate=bool(resp.duplicate))
-            return True
-        if not self.ledger.abort.is_set():
-            self.ledger.failure = (
-                f"batch {batch.batch_id!r} was not acknowledged in {_GIVE_UP_S:g} s: {last_error}"
-            )
-            self.ledger.abort.set()
-        return False
 
 
 # ------------------------------------------------------------------------------------------- outcome
@@ -423,10 +272,10 @@ def _encode(
     answers: Sequence[NDArray[np.int64]],
     batch_size: int,
     rng: np.random.Generator,
-) -> tuple[list[_Batch], list[Accumulator]]:
+) -> tuple[list[DeviceBatch], list[Accumulator]]:
     """Every user's reports, encoded as their devices would (the batch encoders), in batches of
     ``batch_size`` users per question; and the sum of all batches per question (what must be counted)."""
-    batches: list[_Batch] = []
+    batches: list[DeviceBatch] = []
     sums = [accumulator_for(q.params) for q in questions]
     users = answers[0].size
     for start in range(0, users, batch_size):
@@ -445,7 +294,7 @@ def _encode(
             msg = wire.batch_to_proto(
                 campaign_id=q.campaign_id, batch_id=batch_id, params=q.params, columns=columns
             )
-            batches.append(_Batch(batch_id=batch_id, message=msg))
+            batches.append(DeviceBatch(batch_id=batch_id, message=msg))
     return batches, sums
 
 
@@ -474,26 +323,26 @@ def _create_campaigns(target: str, questions: Sequence[Question], out: Path) -> 
 
 
 def _send_and_kill(
-    batches: list[_Batch], replicas: Sequence[Replica], clients: int, outcome: DemoOutcome
-) -> list[_Batch]:
+    batches: list[DeviceBatch], replicas: Sequence[Replica], clients: int, outcome: DemoOutcome
+) -> list[DeviceBatch]:
     """The clients send every batch; replica A is SIGKILLed once half of them are acknowledged.
 
     Returns the batches replica A acknowledged before it died.
     """
-    ledger = _Ledger(kill_after=len(batches) // 2)
-    per_client: list[list[_Batch]] = [[] for _ in range(clients)]
+    ledger = Ledger(mark_after=len(batches) // 2)
+    per_client: list[list[DeviceBatch]] = [[] for _ in range(clients)]
     for i, b in enumerate(batches):
         per_client[(i // 2) % clients].append(b)  # a user chunk's batches (one per question) go together
-    threads = [_Client(mine, replicas, c % len(replicas), ledger) for c, mine in enumerate(per_client)]
+    threads = [FailoverClient(mine, replicas, c % len(replicas), ledger) for c, mine in enumerate(per_client)]
     victim = replicas[0]
     t0 = time.monotonic()
     for t in threads:
         t.start()
     try:
-        while not ledger.half_acked.wait(0.05):
+        while not ledger.marked.wait(0.05):
             if ledger.abort.is_set() or not any(t.is_alive() for t in threads):
                 break
-        if ledger.failure is None and ledger.half_acked.is_set():
+        if ledger.failure is None and ledger.marked.is_set():
             victim.kill()
             with ledger.lock:
                 acked_then = ledger.acked
@@ -511,7 +360,7 @@ def _send_and_kill(
         raise DemoError(ledger.failure)
     if ledger.acked != len(batches):
         raise DemoError(f"only {ledger.acked} of {len(batches)} batches were acknowledged")
-    outcome.acked_by = dict(ledger.acked_by)
+    outcome.acked_by = {r.name: ledger.acked_by.get(r.name, 0) for r in replicas}
     outcome.resent, outcome.duplicates = ledger.resent, ledger.duplicates
     by_a, by_b = (outcome.acked_by[r.name] for r in replicas)
     console.print(
@@ -519,10 +368,10 @@ def _send_and_kill(
         f" {by_a:,} (before it was killed), replica B {by_b:,}; {ledger.resent:,} resent to B after a failed"
         f' call ({ledger.duplicates:,} answered "duplicate": A committed them, then died before answering)'
     )
-    return ledger.acked_batches[victim.name]
+    return ledger.acked_batches.get(victim.name, [])
 
 
-def _replay_acknowledged(batches: Sequence[_Batch], survivor: Replica, outcome: DemoOutcome) -> None:
+def _replay_acknowledged(batches: Sequence[DeviceBatch], survivor: Replica, outcome: DemoOutcome) -> None:
     """Send every batch the killed replica acknowledged again, to the survivor: each must be answered
     "duplicate" (its commit outlived the replica, in the shared database) and count nothing."""
     import grpc
@@ -534,7 +383,7 @@ def _replay_acknowledged(batches: Sequence[_Batch], survivor: Replica, outcome: 
         collector = collector_pb2_grpc.CollectorStub(ch)
         for batch in batches:
             try:
-                resp = collector.Submit(batch.message, timeout=_SUBMIT_TIMEOUT_S)
+                resp = collector.Submit(batch.message, timeout=SUBMIT_TIMEOUT_S)
             except grpc.RpcError as exc:
                 raise DemoError(
                     f"resending batch {batch.batch_id!r} to replica {survivor.name} failed:"
@@ -834,7 +683,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print_error("interrupted: what it had started was stopped (replicas, PostgreSQL) and removed")
         return EXIT_INTERRUPTED
-    except (DemoError, RuntimeError) as exc:  # RuntimeError: initdb or pg_ctl failed (their message)
+    except (DemoError, ReplicaError, RuntimeError) as exc:  # RuntimeError: initdb or pg_ctl failed
         print_error(f"demo-cluster: {exc}")
         return EXIT_INTERNAL
     return EXIT_OK
