@@ -1,10 +1,11 @@
-# `make demo`: set everything up and run the main job. `make test`: set up and run ruff, mypy, pytest.
+# `make demo`: set everything up and run the main job. `make demo-cluster`: the same on two replicas on
+# PostgreSQL, one killed midway, and the report archive on Dask. `make test`: set up, run ruff, mypy, pytest.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean protos check-protos
+.PHONY: demo demo-cluster test lint typecheck pytest bench clean protos check-protos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 # touches the operator's ldp-data/ldp.sqlite3 or its tokens.
 demo: $(STAMP)
 	$(BIN)/python -m simulations.demo --out demo-output
+
+# Two replicas on a throwaway PostgreSQL of its own (PostgreSQL 15 binaries: Debian's postgresql package),
+# one killed with SIGKILL midway, the estimates; then the archive exported, verified and reduced on Dask.
+# Everything it starts is stopped and removed at the end; demo-cluster-output/ keeps the logs and the archive.
+demo-cluster: $(STAMP)
+	$(BIN)/python -m simulations.demo_cluster --out demo-cluster-output
 
 lint: $(STAMP)
 	$(BIN)/ruff check ldp_client ldp_aggregator simulations tests bench scripts examples

@@ -2,9 +2,11 @@
 
 Registered by :mod:`ldp_aggregator.cli` as the ``archive`` group:
 
-* ``archive export ARCHIVE --db PATH [--campaign ID ...] [--json]`` appends the raw reports committed since
-  the last export (:func:`ldp_aggregator.archive.export_archive`; works while a server holds the database);
-* ``archive verify ARCHIVE [--db PATH] [--json]`` checks every file and names each bad one (exit 2);
+* ``archive export ARCHIVE --db PATH|--store URL [--campaign ID ...] [--json]`` appends the raw reports
+  committed since the last export (:func:`ldp_aggregator.archive.export_archive`; works while servers hold
+  the database: the SQLite file of ``--db``, or the replicas' PostgreSQL of ``--store``, read-only);
+* ``archive verify ARCHIVE [--db PATH|--store URL] [--json]`` checks every file and names each bad one
+  (exit 2);
 * ``archive estimate|decode|associate ARCHIVE ID [--scheduler ADDRESS] [--workers N]`` reduce a campaign's
   files to its accumulator on Dask (:mod:`ldp_aggregator.reduce`: a LocalCluster unless a scheduler is
   named) and answer as ``estimate``, ``decode`` and ``associate`` do, with the same options and output.
@@ -18,7 +20,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,7 +36,11 @@ from ldp_aggregator.cli_app import (
     print_estimate,
 )
 from ldp_aggregator.cli_common import EXIT_USAGE, exit_code_for_error, print_json
+from ldp_aggregator.cli_ops import ServerStoreOpt
 from ldp_client.errors import LdpError
+
+if TYPE_CHECKING:
+    from ldp_aggregator.store import CampaignStore
 
 __all__ = [
     "archive_app",
@@ -77,11 +83,40 @@ def _errors() -> Iterator[None]:
         raise _fail(str(exc), exit_code_for_error(exc)) from None
 
 
+_ONE_OF = "give one of them (an SQLite file, or the replicas' PostgreSQL URL)"
+
+
+def _open_source(db: Path | None, store: str | None) -> CampaignStore | None:
+    """The store of ``--db`` (an SQLite file) or ``--store`` (the replicas' PostgreSQL URL), read-only.
+
+    Read-only, so that it works while servers write to it. A URL is checked and refused as the token and
+    purge commands refuse it (one line, exit 2 for a malformed URL or a refused login, 4 for a server
+    that cannot be reached). None when neither is given.
+    """
+    if db is not None and store is not None:
+        raise _fail(f"--db and --store: {_ONE_OF}")
+    if store is not None:
+        from ldp_aggregator import store_pg
+        from ldp_aggregator.service import open_store
+
+        try:
+            return open_store(store_pg.check_url(store, "--store"), read_only=True)
+        except LdpError as exc:
+            raise _fail(str(exc), exit_code_for_error(exc)) from None
+    return open_database(db) if db is not None else None
+
+
 def archive_export(
     archive: ArchiveArg,
     db: Annotated[
-        Path, typer.Option("--db", help="The database to export from (read-only; a server may hold it).")
-    ],
+        Path | None,
+        typer.Option(
+            "--db",
+            help="The SQLite database to export from (read-only; a server may hold it).",
+            show_default=False,
+        ),
+    ] = None,
+    store: ServerStoreOpt = None,
     campaign: Annotated[
         list[str] | None,
         typer.Option("--campaign", help="Export only this campaign (repeatable).", show_default="every one"),
@@ -91,12 +126,14 @@ def archive_export(
     """Append the raw reports committed since the last export (never rewrites a file)."""
     from ldp_aggregator.archive import export_archive
 
-    store = open_database(db)
+    source = _open_source(db, store)
+    if source is None:
+        raise _fail(f"--db or --store: {_ONE_OF}")
     try:
         with _errors():
-            summary = export_archive(store, archive, campaign_ids=campaign or None)
+            summary = export_archive(source, archive, campaign_ids=campaign or None)
     finally:
-        store.close()
+        source.close()
     if as_json:
         print_json(
             {
@@ -124,18 +161,19 @@ def archive_verify(
         Path | None,
         typer.Option("--db", help="Also check the parameters against this database's campaigns."),
     ] = None,
+    store: ServerStoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check every file: checksum, metadata, row counts, positions, campaign parameters. Names bad files."""
     from ldp_aggregator.archive import verify_archive
 
-    store = open_database(db) if db is not None else None
+    source = _open_source(db, store)
     try:
         with _errors():
-            report = verify_archive(archive, store=store)
+            report = verify_archive(archive, store=source)
     finally:
-        if store is not None:
-            store.close()
+        if source is not None:
+            source.close()
     if as_json:
         print_json(
             {
