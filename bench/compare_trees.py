@@ -29,16 +29,49 @@ import sys
 from pathlib import Path
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_RATE = re.compile(r"^\s*[kKMG]?\s*[\w ]*/\s*s\b")
+_RATE = re.compile(r"^\s*(?:[kKMG]?\s*[\w ]*/\s*s|per s)\b")
 _TIME = re.compile(r"^\s*(s|ms|us|µs|ns|seconds?)\b")
 
 
-def _figures(text: str) -> dict[tuple[str, int], tuple[float, str]]:
-    """(template, position) -> (value, direction) for every rate or time in ``text``."""
+_COLUMNS = re.compile(r"\s{2,}")
+
+
+def _table_row(header: list[str], line: str) -> dict[tuple[str, int], tuple[float, str]]:
+    """A row of a table under ``header`` (column names apart by 2+ spaces; the first names the rows): the
+    row's last len(header) - 1 tokens are its cells, the rest its name. Every cell is a rate (the tables'
+    unit, e.g. reports/s) unless its column's name ends in a time unit."""
+    tokens = line.split()
+    width = len(header) - 1
+    cells = tokens[-width:] if width else []
+    name = " ".join(tokens[:-width]) if width else ""
+    out: dict[tuple[str, int], tuple[float, str]] = {}
+    if len(tokens) <= width or not all(_NUMBER.fullmatch(c) for c in cells):
+        return out
+    for i, (column, cell) in enumerate(zip(header[1:], cells, strict=True), start=1):
+        value = float(cell.replace(",", ""))
+        direction = "lower" if _TIME.match(column.split()[-1]) else "higher"
+        if value > 0:
+            out[(f"table {name} | {column}", i)] = (value, direction)
+    return out
+
+
+def _figures(text: str, tables: bool = False) -> dict[tuple[str, int], tuple[float, str]]:
+    """(template, position) -> (value, direction) for every rate or time in ``text`` (and, with ``tables``,
+    every cell of a table whose header line has no number)."""
     out: dict[tuple[str, int], tuple[float, str]] = {}
     seen: dict[str, int] = {}
+    header: list[str] | None = None
     for line in text.splitlines():
         matches = list(_NUMBER.finditer(line))
+        if tables and not line.startswith("#"):
+            if not matches and len(_COLUMNS.split(line.strip())) >= 3:
+                header = _COLUMNS.split(line.strip())
+                continue
+            if header is not None:
+                row = _table_row(header, line)
+                if row:
+                    out.update(row)
+                    continue
         if not matches:
             continue
         template = " ".join(_NUMBER.sub("#", line).split())  # padding varies with the numbers
@@ -77,13 +110,19 @@ def _run(tree: Path, argv: list[str], timeout: float, script_tree: Path | None =
 
 
 def compare(
-    before: Path, after: Path, argv: list[str], rounds: int, timeout: float, shared_script: bool = False
+    before: Path,
+    after: Path,
+    argv: list[str],
+    rounds: int,
+    timeout: float,
+    shared_script: bool = False,
+    tables: bool = False,
 ) -> list[str]:
     ratios: dict[tuple[str, int], list[float]] = {}
     script_tree = after if shared_script else None
     for _ in range(rounds):
-        old = _figures(_run(before, argv, timeout, script_tree))
-        new = _figures(_run(after, argv, timeout, script_tree))
+        old = _figures(_run(before, argv, timeout, script_tree), tables)
+        new = _figures(_run(after, argv, timeout, script_tree), tables)
         for key, (value, direction) in new.items():
             if key in old and old[key][1] == direction:
                 r = value / old[key][0] if direction == "higher" else old[key][0] / value
@@ -107,6 +146,11 @@ def main() -> None:
     parser.add_argument(
         "--shared-script", action="store_true", help="run the after tree's script in both trees"
     )
+    parser.add_argument(
+        "--tables",
+        action="store_true",
+        help="also compare the cells of tables (a header line without numbers, columns 2+ spaces apart)",
+    )
     parser.add_argument("commands", nargs=argparse.REMAINDER, help="-- SCRIPT ARGS [-- SCRIPT ARGS ...]")
     args = parser.parse_args()
     groups: list[list[str]] = [[]]
@@ -121,7 +165,13 @@ def main() -> None:
         parser.error("no benchmark command given (after --)")
     for argv in groups:
         for line in compare(
-            args.before.resolve(), args.after.resolve(), argv, args.rounds, args.timeout, args.shared_script
+            args.before.resolve(),
+            args.after.resolve(),
+            argv,
+            args.rounds,
+            args.timeout,
+            args.shared_script,
+            args.tables,
         ):
             print(line, flush=True)
     sys.exit(0)
