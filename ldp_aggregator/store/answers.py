@@ -102,9 +102,14 @@ class CommitPacer:
     and the work paid per commit (rewriting each touched accumulator, the fsync, the transaction's
     statements, waking the callers) is paid per two or three reports: measured over gRPC, 2.7 reports per
     commit and half of the server's CPU in the writer. So when the previous group held more than one
-    submission (callers are concurrent) and began less than ``window_s`` ago, the writer first waits out
-    the rest of the window and takes everything that arrived meanwhile. A lone caller sending one batch
-    after another (groups of one) is never delayed, and no caller waits more than ``window_s`` extra.
+    submission (callers are concurrent) and began less than ``window_s`` ago, the writer first waits, and
+    takes everything that arrived meanwhile, until as many submissions are queued as the previous group
+    held (its callers have all come back: waiting longer would only leave the disk idle; without this, 4
+    callers answered every 2 ms made at most 2,000 reports/s where 5,000 were possible) or the window is
+    over. Callers whose arrivals are spread out therefore get groups about the size of the previous one,
+    not all of them at once (16 callers pausing 0-15 ms: about 20 commits for 128 reports instead of 8 with
+    a full wait, 41-49 without pacing). A lone caller sending one batch after another (groups of one) is
+    never delayed, and no caller waits more than ``window_s`` extra.
 
     Used by the writer thread only.
     """
@@ -114,7 +119,7 @@ class CommitPacer:
         window_s: float,
         *,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self._window_s = window_s
         self._clock = clock
@@ -122,13 +127,26 @@ class CommitPacer:
         self._last_start = float("-inf")
         self._last_size = 0
 
-    def wait_before_group(self) -> None:
-        """Sleep out the rest of the window if the previous group showed concurrent callers."""
+    def wait_before_group(
+        self, queued: Callable[[], int] = lambda: 0, wait: Callable[[float], object] | None = None
+    ) -> None:
+        """Wait, if the previous group showed concurrent callers, until ``queued()`` (the submissions now
+        waiting) reaches the previous group's size or the rest of the window has passed.
+
+        Args:
+            queued: How many submissions are queued (read under the lock ``wait`` releases).
+            wait: Blocks for at most the given seconds, returning early when a submission is queued (the
+                writer's ``Condition.wait``, called with its lock held); default: sleep.
+        """
         if self._window_s <= 0 or self._last_size < 2:
             return
-        remaining = self._last_start + self._window_s - self._clock()
-        if remaining > 0:
-            self._sleep(remaining)
+        deadline = self._last_start + self._window_s
+        block = wait if wait is not None else self._sleep
+        while queued() < self._last_size:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return
+            block(remaining)
 
     def group_started(self, size: int) -> None:
         """Note that a group of ``size`` submissions is being committed now."""

@@ -306,7 +306,8 @@ class GroupCommitWriter(StoreFiles):
                     return  # stopping and drained
                 paced = not isinstance(self._pending[0], _Command)
             if paced:
-                self._pacer.wait_before_group()  # only the writer takes from the queue: it only grows
+                with self._cv:  # only the writer takes from the queue: while it waits, the queue only grows
+                    self._pacer.wait_before_group(lambda: len(self._pending), self._cv.wait)
             command: _Command | None = None
             group: list[_Submission] = []
             with self._cv:

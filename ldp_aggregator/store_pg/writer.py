@@ -313,7 +313,8 @@ class ShardWriter:
                     self._cv.wait()
                 if not self._pending:
                     return  # stopping and drained
-            self._pacer.wait_before_group()  # only the writer takes from the queue: it only grows
+            with self._cv:  # only the writer takes from the queue: while it waits, the queue only grows
+                self._pacer.wait_before_group(lambda: len(self._pending), self._cv.wait)
             with self._cv:
                 group: list[_Submission] = []
                 while self._pending and len(group) < self._group_max:
