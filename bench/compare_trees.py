@@ -80,7 +80,7 @@ def _figures(text: str, tables: bool = False) -> dict[tuple[str, int], tuple[flo
         key_template = f"{template} [{k}]" if k else template
         for i, m in enumerate(matches):
             after = line[m.end() : m.end() + 24]
-            if _RATE.match(after):
+            if _RATE.match(after) or line[: m.start()].endswith("per_s="):  # e.g. reports_per_s=1,234
                 direction = "higher"
             elif _TIME.match(after):
                 direction = "lower"
