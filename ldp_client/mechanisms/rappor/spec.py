@@ -44,6 +44,7 @@ from ldp_client.codecs import (
 )
 from ldp_client.domain import Domain, DomainLike
 from ldp_client.errors import InvalidParameterError, InvalidReportError
+from ldp_client.mechanisms._oracle import domain_items
 from ldp_client.mechanisms.rappor.batch import encode_batch_basic, encode_batch_boolean, encode_batch_rappor
 from ldp_client.mechanisms.rappor.encoding import (
     BasicRapporEncoder,
@@ -407,8 +408,7 @@ class BasicRapporSpec(PackedRowsSpec[BasicRapporParams]):
         return basic_rappor_set_counts(true_counts)
 
     def items(self, params: BasicRapporParams) -> tuple[str, ...]:
-        dom = params.domain
-        return tuple(dom.label(i) for i in range(dom.size))
+        return domain_items(params.domain)  # built once per domain, as the frequency oracles' items
 
     def input_value(self, params: BasicRapporParams, index: int) -> Any:
         return params.domain.value(index)
