@@ -58,6 +58,36 @@ class CampaignEstimate:
     reports or without the raw reports it is computed from."""
 
 
+def _campaign_estimate(
+    spec: MechanismSpec[Any],
+    info: wire.CampaignInfo,
+    acc: Accumulator,
+    confidence: float,
+    *,
+    frequencies: FrequencyEstimate | None = None,
+    rappor_bits: RapporBitEstimate | None = None,
+    means: MeansEstimate | None = None,
+    postprocessed: tuple[PostprocessedEstimate, ...] = (),
+    discovery: DiscoveryResult | None = None,
+) -> CampaignEstimate:
+    """A campaign's estimate: what every kind reports (campaign, mechanism, reports, epsilons, level) and
+    the kind's own results."""
+    params = info.params
+    return CampaignEstimate(
+        campaign_id=info.campaign_id,
+        mechanism=params.name,
+        n_reports=acc.n,
+        epsilon=params.epsilon,
+        epsilon_inf=spec.epsilon_inf(params),
+        confidence=confidence,
+        frequencies=frequencies,
+        rappor_bits=rappor_bits,
+        means=means,
+        postprocessed=postprocessed,
+        discovery=discovery,
+    )
+
+
 def _check_confidence(confidence: float) -> float:
     if isinstance(confidence, bool) or not isinstance(confidence, int | float):
         raise InvalidParameterError("confidence", confidence, "a number in (0, 1)")
@@ -130,15 +160,12 @@ def _support_estimate(
         frequencies = estimate_frequencies(
             params, acc, confidence=confidence, candidates=chosen, campaign_id=info.campaign_id
         )
-    return CampaignEstimate(
-        campaign_id=info.campaign_id,
-        mechanism=params.name,
-        n_reports=acc.n,
-        epsilon=params.epsilon,
-        epsilon_inf=spec.epsilon_inf(params),
-        confidence=confidence,
+    return _campaign_estimate(
+        spec,
+        info,
+        acc,
+        confidence,
         frequencies=frequencies,
-        rappor_bits=None,
         # Issue 6: consistent (non-negative, summing to the total) versions of a full-domain estimate.
         postprocessed=() if frequencies is None else postprocess(frequencies, params),
     )
@@ -172,13 +199,11 @@ def _candidates_estimate(
             candidates=chosen,
             confidence=confidence,
         )
-    return CampaignEstimate(
-        campaign_id=info.campaign_id,
-        mechanism=params.name,
-        n_reports=acc.n,
-        epsilon=params.epsilon,
-        epsilon_inf=spec.epsilon_inf(params),
-        confidence=confidence,
+    return _campaign_estimate(
+        spec,
+        info,
+        acc,
+        confidence,
         frequencies=frequencies,
         rappor_bits=bits,
     )
@@ -207,15 +232,11 @@ def _mean_estimate(
         if acc.n > 0
         else None
     )
-    return CampaignEstimate(
-        campaign_id=info.campaign_id,
-        mechanism=params.name,
-        n_reports=acc.n,
-        epsilon=params.epsilon,
-        epsilon_inf=spec.epsilon_inf(params),
-        confidence=confidence,
-        frequencies=None,
-        rappor_bits=None,
+    return _campaign_estimate(
+        spec,
+        info,
+        acc,
+        confidence,
         means=means,
     )
 
@@ -236,15 +257,11 @@ def _paired_estimate(
         raise InvalidParameterError(
             "candidates", list(candidates)[:3], "none for paired (use EstimateAssociation)"
         )
-    return CampaignEstimate(
-        campaign_id=info.campaign_id,
-        mechanism=params.name,
-        n_reports=acc.n,
-        epsilon=params.epsilon,
-        epsilon_inf=spec.epsilon_inf(params),
-        confidence=confidence,
-        frequencies=None,
-        rappor_bits=None,
+    return _campaign_estimate(
+        spec,
+        info,
+        acc,
+        confidence,
     )
 
 
@@ -270,15 +287,11 @@ def _discovery_estimate(
         columns, n = discovery_columns(params, info.campaign_id, reports())
         if n > 0:
             discovery = discover_columns(params, columns, n, confidence=confidence)
-    return CampaignEstimate(
-        campaign_id=info.campaign_id,
-        mechanism=params.name,
-        n_reports=acc.n,
-        epsilon=params.epsilon,
-        epsilon_inf=spec.epsilon_inf(params),
-        confidence=confidence,
-        frequencies=None,
-        rappor_bits=None,
+    return _campaign_estimate(
+        spec,
+        info,
+        acc,
+        confidence,
         discovery=discovery,
     )
 
