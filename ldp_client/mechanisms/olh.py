@@ -93,6 +93,7 @@ __all__ = [
     "hash_buckets",
     "local_hash_support",
     "support_test_constants",
+    "truth_threshold",
 ]
 
 _M64 = (1 << 64) - 1
@@ -122,16 +123,7 @@ class OLHParams(FrequencyOracle):
 
     def __post_init__(self) -> None:
         as_domain(self)
-        int_field("g", self.g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
-        t = quantize_probability("truth_probability", self.truth_probability)
-        if not (t * self.g > PROB_ONE and t < PROB_ONE):
-            raise InvalidParameterError(
-                "truth_probability",
-                self.truth_probability,
-                f"a probability in (1/g, 1) = ({1 / self.g}, 1)"
-                + rounding_note("truth_probability", self.truth_probability, t),
-            )
-        object.__setattr__(self, "truth_threshold", t)
+        object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
 
     @property
     def p_star(self) -> float:
@@ -194,6 +186,25 @@ class OLHParams(FrequencyOracle):
         if g is None:
             raise InvalidParameterError("g", None, "an integer number of buckets >= 2 (or give epsilon)")
         return cls(domain=dom, g=g, truth_probability=tp)  # type: ignore[arg-type]
+
+
+def truth_threshold(g: object, truth_probability: float) -> int:
+    """P(report the true bucket) quantized to its 2^-32 threshold, with g checked: local hashing needs
+    1/g < p < 1 (p = 1/g reports nothing; p = 1 is no privacy). OLH, BLH and pem's levels share it.
+
+    Raises:
+        InvalidParameterError: g outside [2, MAX_LOCAL_HASH_BUCKETS] or the probability outside (1/g, 1).
+    """
+    g = int_field("g", g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
+    t = quantize_probability("truth_probability", truth_probability)
+    if not (t * g > PROB_ONE and t < PROB_ONE):
+        raise InvalidParameterError(
+            "truth_probability",
+            truth_probability,
+            f"a probability in (1/g, 1) = ({1 / g}, 1)"
+            + rounding_note("truth_probability", truth_probability, t),
+        )
+    return t
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
 
 from ldp_client import _oracle_math, privacy
 from ldp_client import randomness as _rnd
-from ldp_client._prob import PROB_ONE, quantize_probability, rounding_note, threshold_to_probability
+from ldp_client._prob import PROB_ONE, threshold_to_probability
 from ldp_client.domain import check_epsilon, int_field, no_more_fields, report_quantization, take_field
 from ldp_client.errors import DomainError, InvalidParameterError
-from ldp_client.mechanisms.olh import support_test_constants
+from ldp_client.mechanisms.olh import support_test_constants, truth_threshold
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,16 +86,7 @@ class PEMParams:
         int_field("start_bits", self.start_bits, 1, start_max)
         int_field("step_bits", self.step_bits, 1, MAX_STEP_BITS)
         int_field("top_k", self.top_k, 1, MAX_LEVEL_CANDIDATES >> self.step_bits)
-        int_field("g", self.g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
-        t = quantize_probability("truth_probability", self.truth_probability)
-        if not (t * self.g > PROB_ONE and t < PROB_ONE):
-            raise InvalidParameterError(
-                "truth_probability",
-                self.truth_probability,
-                f"a probability in (1/g, 1) = ({1 / self.g}, 1)"
-                + rounding_note("truth_probability", self.truth_probability, t),
-            )
-        object.__setattr__(self, "truth_threshold", t)
+        object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
 
     @property
     def p_star(self) -> float:
