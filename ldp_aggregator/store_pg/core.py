@@ -219,7 +219,7 @@ class PostgresStore(ShardWriter):
         the row anyway); without one, StoreUnavailableError.
         """
         now = time.monotonic()
-        with self._cache_lock:
+        with self._state_lock:
             entry = self._campaigns.get(campaign_id)
         if entry is not None and now - entry[1] < self._campaign_cache_s:
             return entry[0]
@@ -233,11 +233,11 @@ class PostgresStore(ShardWriter):
         except StoreUnavailableError:
             if entry is None:
                 raise
-            with self._cache_lock:  # try the database again only after another campaign_cache_s
+            with self._state_lock:  # try the database again only after another campaign_cache_s
                 self._campaigns[campaign_id] = (entry[0], now)
             return entry[0]
         if row is None:
-            with self._cache_lock:
+            with self._state_lock:
                 self._campaigns.pop(campaign_id, None)
             raise CampaignNotFoundError(campaign_id)
         return self._remember(record_from_row(row))
@@ -277,7 +277,7 @@ class PostgresStore(ShardWriter):
         self._remember(record_from_row(row))
 
     def _remember(self, record: CampaignRecord) -> CampaignRecord:
-        with self._cache_lock:
+        with self._state_lock:
             self._campaigns[record.campaign_id] = (record, time.monotonic())
         return record
 
@@ -309,7 +309,7 @@ class PostgresStore(ShardWriter):
                     " WHERE campaign_id = %s ORDER BY shard",
                     (campaign_id,),
                 ).fetchall()
-                with self._cache_lock:
+                with self._state_lock:
                     stale = [
                         int(s)
                         for s, v, _, _ in shards
@@ -331,7 +331,7 @@ class PostgresStore(ShardWriter):
         record = self._remember(record_from_row(row))
         key = tuple((int(s), int(v)) for s, v, _, _ in shards)
         n_batches = sum(int(nb) for _, _, _, nb in shards)
-        with self._cache_lock:
+        with self._state_lock:
             merged = self._merged.get(campaign_id)
         if merged is not None and merged[0] == key:
             return record, merged[1], n_batches
@@ -340,18 +340,18 @@ class PostgresStore(ShardWriter):
             s, v = int(shard), int(version)
             blob = blobs.get(s)
             if blob is None:
-                with self._cache_lock:
+                with self._state_lock:
                     cached = self._read_shards.get((campaign_id, s))
                 if cached is None or cached[0] != v:  # changed between the two statements: cannot be
                     raise StoreUnavailableError(f"shard {s} of campaign {shown(campaign_id)} changed; retry")
                 acc = cached[1]
             else:
                 acc = self._decode_shard(record, s, blob, int(n_reports))
-                with self._cache_lock:
+                with self._state_lock:
                     self._read_shards[(campaign_id, s)] = (v, acc)
             parts.append(acc)
         total = self._merge(record, parts)
-        with self._cache_lock:
+        with self._state_lock:
             self._merged[campaign_id] = (key, total)
         return record, total, n_batches
 

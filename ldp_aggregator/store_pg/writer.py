@@ -1,4 +1,4 @@
-"""The PostgreSQL store's writer: the submission queue, group commit and the accumulator shard rows.
+"""The PostgreSQL store's group commit into accumulator shard rows (the queue is store.queue's).
 
 :class:`ShardWriter` is the base of :class:`~ldp_aggregator.store_pg.core.PostgresStore` (as
 :class:`~ldp_aggregator.store.writer.GroupCommitWriter` is of the SQLite store). Per replica:
@@ -29,25 +29,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ldp_aggregator.store.answers import CommitPacer, LoopSubmissions, answer_waiters
+from ldp_aggregator.store.queue import GroupCommitQueue, Submission
 from ldp_aggregator.store.records import (
     Accumulator,
-    BatchDelta,
     CampaignRecord,
-    StoreStats,
     SubmitOutcome,
-    check_id,
 )
 from ldp_aggregator.store_pg.conninfo import connect, describe_error
 from ldp_aggregator.store_pg.pool import discard
@@ -55,7 +48,6 @@ from ldp_client.errors import (
     CampaignClosedError,
     CampaignNotFoundError,
     InvalidParameterError,
-    InvalidReportError,
     StoreUnavailableError,
     shown,
 )
@@ -92,21 +84,6 @@ def record_from_row(row: tuple[Any, ...]) -> CampaignRecord:
     )
 
 
-class _Submission:
-    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload", "waiter")
-
-    def __init__(
-        self, campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw: bytes | None
-    ) -> None:
-        self.campaign_id = campaign_id
-        self.batch_id = batch_id
-        self.n_reports = n_reports
-        self.delta = delta
-        self.raw_payload = raw
-        self.future: Future[SubmitOutcome] = Future()
-        self.waiter: asyncio.Future[SubmitOutcome] | None = None  # set by submit_async
-
-
 @dataclass(frozen=True, slots=True)
 class _Shard:
     """A shard row as this replica last committed it: its id, version and decoded accumulator."""
@@ -118,15 +95,16 @@ class _Shard:
 
 @dataclass(slots=True)
 class _GroupResult:
-    outcomes: list[tuple[_Submission, SubmitOutcome | BaseException]]
+    outcomes: list[tuple[Submission, SubmitOutcome | BaseException]]
     shards: dict[str, _Shard]
     accepted: int = 0
     duplicates: int = 0
     reports: int = 0
 
 
-class ShardWriter:
-    """The queue, the writer thread and group commit into shard rows; the base of the PostgresStore.
+class ShardWriter(GroupCommitQueue):
+    """Group commit into shard rows (the queue and the writer thread are the base's); the base of the
+    PostgresStore.
 
     Args:
         url: The connection URL (the writer keeps its own connection).
@@ -149,54 +127,35 @@ class ShardWriter:
         clock: Callable[[], int],
         commit_window_s: float,
     ) -> None:
+        super().__init__(
+            where=where,
+            backlog="the database",
+            group_commit_max=group_commit_max,
+            max_pending=max_pending,
+            read_only=read_only,
+            commit_window_s=commit_window_s,
+        )
         self._url = url
-        self._where = where
         self._retain_raw = retain_raw
         self._decode = decode_accumulator
         self._zero = zero_accumulator
-        self._group_max = group_commit_max
-        self._max_pending = max_pending
-        self._read_only = read_only
         self._clock = clock
 
-        # Campaign records read from the database (by the writer too), with when they were read.
-        self._cache_lock = threading.Lock()
+        # Campaign records read from the database (by the writer too), with when they were read; under
+        # _state_lock, like the counters.
         self._campaigns: dict[str, tuple[CampaignRecord, float]] = {}
         # Written only by the writer thread: the shard it last committed per campaign.
         self._shards: dict[str, _Shard] = {}
-        self._commits = self._failed_commits = 0
-        self._batches_accepted = self._batches_duplicate = self._reports_accepted = 0
-        self._last_commit_failed = False
-
-        self._cv = threading.Condition()
-        self._pending: deque[_Submission] = deque()
-        self._accepting = not read_only
-        self._stopping = read_only
         self._wconn: psycopg.Connection | None = None
-        self._writer: threading.Thread | None = None
-        self._loop_submissions: LoopSubmissions[_Submission] = LoopSubmissions(self._enqueue)
-        self._pacer = CommitPacer(commit_window_s)
-
-    def _start_writer(self, name: str) -> None:
-        """Start the writer thread (once the schema is there)."""
-        self._writer = threading.Thread(target=self._writer_main, name=name, daemon=True)
-        self._writer.start()
 
     def _stop_writer(self) -> None:
         """Refuse new work, let the writer commit what is queued, wait for it, drop its connection."""
-        if self._writer is not None and threading.current_thread() is self._writer:
-            raise RuntimeError("PostgresStore.close() must not be called from a submission's done-callback")
-        with self._cv:
-            self._accepting = False
-            self._stopping = True
-            self._cv.notify_all()
-        if self._writer is not None:
-            self._writer.join()
+        super()._stop_writer()
         discard(self._wconn)
         self._wconn = None
 
     def _remember(self, record: CampaignRecord) -> CampaignRecord:
-        with self._cache_lock:
+        with self._state_lock:
             self._campaigns[record.campaign_id] = (record, time.monotonic())
         return record
 
@@ -215,121 +174,7 @@ class ShardWriter:
             )
         return acc
 
-    # ------------------------------------------------------------------ submissions
-
-    def submit(
-        self,
-        campaign_id: str,
-        batch_id: str,
-        n_reports: int,
-        delta: BatchDelta,
-        raw_payload: bytes | None = None,
-    ) -> Future[SubmitOutcome]:
-        """Queue one batch; the future resolves only after the transaction holding it has committed.
-
-        Same contract as :meth:`ldp_aggregator.store.Store.submit`: the future fails with
-        CampaignNotFoundError, CampaignClosedError (a new batch for a closed campaign) or
-        StoreUnavailableError (the commit failed, the queue is full, the store is closed), none of which
-        changes stored state; a batch id already stored, by any replica, answers ``duplicate``.
-
-        Raises:
-            InvalidParameterError: Malformed ids.
-            InvalidReportError: ``n_reports`` is negative or differs from ``delta.n``.
-        """
-        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
-        self._enqueue((sub,))
-        return sub.future
-
-    @staticmethod
-    def _submission(
-        campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw_payload: bytes | None
-    ) -> _Submission:
-        """A checked submission (raises for malformed ids and counts; see :meth:`submit`)."""
-        check_id("campaign_id", campaign_id)
-        check_id("batch_id", batch_id)
-        if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
-            raise InvalidReportError("n_reports", n_reports, "an integer >= 0")
-        if delta.n != n_reports:
-            raise InvalidReportError("n_reports", n_reports, f"the batch accumulator's n={delta.n}")
-        if raw_payload is not None and not isinstance(raw_payload, bytes):
-            raw_payload = bytes(raw_payload)
-        return _Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
-
-    def _enqueue(self, subs: Sequence[_Submission]) -> None:
-        """Queue submissions for the writer with one wake-up, or fail them at once (closed, queue full)."""
-        with self._cv:
-            for sub in subs:
-                if not self._accepting:
-                    refusal = "was opened read-only and accepts no writes" if self._read_only else "is closed"
-                    sub.future.set_exception(StoreUnavailableError(f"store {self._where} {refusal}"))
-                elif len(self._pending) >= self._max_pending:
-                    sub.future.set_exception(
-                        StoreUnavailableError(
-                            f"store {self._where} has {len(self._pending)} submissions waiting for the"
-                            f" database (max_pending={self._max_pending}); retry later"
-                        )
-                    )
-                else:
-                    self._pending.append(sub)
-            self._cv.notify()
-
-    async def submit_async(
-        self,
-        campaign_id: str,
-        batch_id: str,
-        n_reports: int,
-        delta: BatchDelta,
-        raw_payload: bytes | None = None,
-    ) -> SubmitOutcome:
-        """:meth:`submit` for asyncio code: returns once the batch is committed.
-
-        As in the SQLite store, the submissions of one event-loop iteration reach the writer together and
-        are answered together after their COMMIT (:mod:`ldp_aggregator.store.answers`).
-        """
-        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
-        return await self._loop_submissions.wait(sub)
-
-    def stats(self) -> StoreStats:
-        """Counters of this replica since open."""
-        with self._cv:
-            pending = len(self._pending)
-        with self._cache_lock:
-            return StoreStats(
-                commits=self._commits,
-                failed_commits=self._failed_commits,
-                batches_accepted=self._batches_accepted,
-                batches_duplicate=self._batches_duplicate,
-                reports_accepted=self._reports_accepted,
-                pending=pending,
-                last_commit_failed=self._last_commit_failed,
-            )
-
-    # ------------------------------------------------------------------ writer thread
-
-    def _writer_main(self) -> None:
-        while True:
-            with self._cv:
-                while not self._pending and not self._stopping:
-                    self._cv.wait()
-                if not self._pending:
-                    return  # stopping and drained
-            with self._cv:  # only the writer takes from the queue: while it waits, the queue only grows
-                self._pacer.wait_before_group(lambda: len(self._pending), self._cv.wait)
-            with self._cv:
-                group: list[_Submission] = []
-                while self._pending and len(group) < self._group_max:
-                    group.append(self._pending.popleft())
-            self._pacer.group_started(len(group))
-            try:
-                self._commit_group(group)
-            except Exception as exc:  # pragma: no cover - defensive: the writer must never die
-                _log.exception("unexpected error in the store writer")
-                for s in group:
-                    if not s.future.done():
-                        s.future.set_exception(StoreUnavailableError(f"internal store error: {exc!r}"))
-            answer_waiters(group)  # after COMMIT (or the rollback): one wake-up per waiting event loop
-
-    def _commit_group(self, group: list[_Submission]) -> None:
+    def _commit_group(self, group: list[Submission]) -> None:
         import psycopg
 
         subs = [s for s in group if s.future.set_running_or_notify_cancel()]
@@ -348,7 +193,7 @@ class ShardWriter:
             ):
                 discard(conn)
                 self._wconn = None
-            with self._cache_lock:
+            with self._state_lock:
                 self._failed_commits += 1
                 self._last_commit_failed = True
             reason = str(exc)
@@ -366,7 +211,7 @@ class ShardWriter:
 
         # Committed and durable: remember the shards, count, then acknowledge.
         self._shards.update(result.shards)
-        with self._cache_lock:
+        with self._state_lock:
             self._commits += 1
             self._last_commit_failed = False
             self._batches_accepted += result.accepted
@@ -378,7 +223,7 @@ class ShardWriter:
             else:
                 s.future.set_exception(outcome)
 
-    def _write_group(self, conn: psycopg.Connection, subs: list[_Submission]) -> _GroupResult:
+    def _write_group(self, conn: psycopg.Connection, subs: list[Submission]) -> _GroupResult:
         """One transaction for the group (see the module docstring); returns what to publish after COMMIT."""
         result = _GroupResult(outcomes=[], shards={})
         verdict: dict[int, SubmitOutcome | BaseException] = {}
@@ -490,7 +335,7 @@ class ShardWriter:
         self,
         conn: psycopg.Connection,
         record: CampaignRecord,
-        new: list[_Submission],
+        new: list[Submission],
         verdict: dict[int, SubmitOutcome | BaseException],
         indexes: list[int],
     ) -> _Shard | None:
