@@ -11,12 +11,13 @@ This is the entry module: it assembles the command tree from the command modules
 back. The apps, consoles and helpers the commands share are in :mod:`ldp_aggregator.cli_app`; the
 commands are in :mod:`ldp_aggregator.cli_campaigns` (serve, campaign create/list/show, estimate),
 :mod:`ldp_aggregator.cli_decode` (decode, associate), :mod:`ldp_aggregator.cli_ops` (tokens, purge,
-campaign close/export) and :mod:`ldp_aggregator.cli_archive` (report archives in Parquet, analysis on Dask).
+campaign close/export), :mod:`ldp_aggregator.cli_followup` (campaign follow-up) and
+:mod:`ldp_aggregator.cli_archive` (report archives in Parquet, analysis on Dask).
 """
 
 from __future__ import annotations
 
-from ldp_aggregator import cli_archive, cli_campaigns, cli_decode, cli_ops
+from ldp_aggregator import cli_archive, cli_campaigns, cli_decode, cli_followup, cli_ops
 from ldp_aggregator.cli_app import app, campaign_app, token_app
 
 __all__ = ["app", "main"]
@@ -35,6 +36,7 @@ token_app.command("revoke")(cli_ops.token_revoke)
 app.command("purge")(cli_ops.purge_cmd)
 campaign_app.command("close")(cli_ops.campaign_close)
 campaign_app.command("export")(cli_ops.campaign_export)
+campaign_app.command("follow-up")(cli_followup.campaign_follow_up)
 app.add_typer(cli_archive.archive_app, name="archive")
 cli_archive.archive_app.command("export")(cli_archive.archive_export)
 cli_archive.archive_app.command("verify")(cli_archive.archive_verify)
