@@ -175,6 +175,7 @@ class Guard(_Interceptor):
         self._auth_failures = 0  # since the last auth_failures log line
         self._auth_limited = 0
         self._auth_logged_at = -math.inf
+        self._wrapped: dict[str, tuple[_Handler, _Handler]] = {}  # method -> (servicer's, guarded)
 
     async def intercept_service(
         self,
@@ -185,6 +186,17 @@ class Guard(_Interceptor):
         method: str = handler_call_details.method
         if handler is None or not method.startswith(_GUARDED_PREFIX):
             return handler
+        # gRPC calls this for every call; the servicer's handler of a method is the same object each time,
+        # so its guarded wrapper is made once and reused (not a new closure and handler per report).
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: _Handler) -> _Handler:
+        """The guarded handler of one method (admission, parsing, checks and counting around it)."""
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, handler),

@@ -26,7 +26,7 @@ Nothing here is labelled with a client address, token or campaign content.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -94,6 +94,10 @@ class Metrics:
         )
         self.auth_required = Gauge("ldp_auth_required", "1 if calls need an access token.", registry=r)
         self._store_gauges: list[Gauge] = []
+        # Labelled children used on every call, looked up once (see observe_rpc).
+        self._batches_new = self.batches.labels(duplicate="false")
+        self._batches_duplicate = self.batches.labels(duplicate="true")
+        self._rpc_children: dict[tuple[str, str], Any] = {}
         self._http: tuple[object, threading.Thread] | None = None
         self.port: int | None = None
 
@@ -112,9 +116,9 @@ class Metrics:
         """One committed submission."""
         self.commit_latency.observe(seconds)
         if duplicate:
-            self.batches.labels(duplicate="true").inc()
+            self._batches_duplicate.inc()
         else:
-            self.batches.labels(duplicate="false").inc()
+            self._batches_new.inc()
             self.reports_accepted.inc(n_reports)
             self.batch_size.observe(n_reports)
 
@@ -124,7 +128,12 @@ class Metrics:
 
     def observe_rpc(self, method: str, code: str) -> None:
         """One finished ``ldp.v1`` call."""
-        self.rpcs.labels(method=method, code=code).inc()
+        # The labelled child, looked up once per (method, code): labels() builds a key and takes the
+        # metric's lock on every call, a cost paid per single report otherwise.
+        child = self._rpc_children.get((method, code))
+        if child is None:
+            child = self._rpc_children[(method, code)] = self.rpcs.labels(method=method, code=code)
+        child.inc()
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` over HTTP on ``addr:port`` (0: a free port); returns the port."""
