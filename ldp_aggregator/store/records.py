@@ -6,11 +6,16 @@ Also the two small protocols the store needs from the caller's aggregates (:clas
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, Self
 
 from ldp_client.errors import InvalidParameterError, LdpError, StoreUnavailableError
+
+# The store's modules log under the package's name.
+_log = logging.getLogger("ldp_aggregator.store")
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -165,6 +170,48 @@ class TokenRecord:
     def revoked(self) -> bool:
         """Whether the token has been revoked."""
         return self.revoked_unix_ms is not None
+
+
+def token_from_row(
+    token_id: str,
+    role: str,
+    name: str,
+    digest: bytes,
+    created_unix_ms: int,
+    revoked_unix_ms: int | None,
+    campaigns_column: str | None,
+) -> TokenRecord:
+    """A token record from its stored columns, the same for both stores.
+
+    ``campaigns_column`` is the scope as stored: NULL (every campaign) or a JSON list of campaign ids. One
+    that cannot be read limits the token to no campaign at all (fail closed, with a warning), never to every
+    campaign.
+    """
+    scope: tuple[str, ...] | None = None
+    if campaigns_column is not None:
+        try:
+            ids = json.loads(campaigns_column)
+        except ValueError:
+            ids = None
+        if isinstance(ids, list) and ids and all(isinstance(c, str) and c for c in ids):
+            scope = tuple(ids)
+        else:
+            _log.warning(
+                "token %s has an unreadable campaign scope; it is refused for every campaign", token_id
+            )
+            scope = ()
+    record = TokenRecord(
+        token_id=token_id,
+        role=role,
+        name=name,
+        sha256=bytes(digest),
+        created_unix_ms=int(created_unix_ms),
+        revoked_unix_ms=None if revoked_unix_ms is None else int(revoked_unix_ms),
+        campaigns=scope or None,
+    )
+    if scope == ():  # unreadable: an empty scope, which no campaign passes (the constructor refuses one)
+        object.__setattr__(record, "campaigns", ())
+    return record
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

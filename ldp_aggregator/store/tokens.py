@@ -15,13 +15,12 @@ them while a server holds the database; a server reads the same rows through
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sqlite3
 from typing import Final
 
 from ldp_aggregator.store.maintenance import maintenance_connection
-from ldp_aggregator.store.records import TokenRecord, check_id, now_unix_ms
+from ldp_aggregator.store.records import TokenRecord, check_id, now_unix_ms, token_from_row
 from ldp_aggregator.store.schema import AUTH_REQUIRED_KEY, set_auth_required
 from ldp_client.errors import InvalidParameterError
 
@@ -34,24 +33,8 @@ __all__ = [
     "select_tokens",
 ]
 
-# The store's modules log under the package's name, as the single module did.
-_log = logging.getLogger("ldp_aggregator.store")
 
 _TOKEN_COLUMNS: Final = "id, role, name, sha256, created_unix_ms, revoked_unix_ms"
-
-
-def _scope_from_column(token_id: str, text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    try:
-        ids = json.loads(text)
-    except ValueError:
-        ids = None
-    if not isinstance(ids, list) or not ids or not all(isinstance(c, str) and c for c in ids):
-        # Fail closed: a scope that cannot be read limits the token to no campaign at all.
-        _log.warning("token %s has an unreadable campaign scope; it is refused for every campaign", token_id)
-        return ()
-    return tuple(ids)
 
 
 def select_tokens(conn: sqlite3.Connection) -> list[TokenRecord]:
@@ -66,22 +49,7 @@ def select_tokens(conn: sqlite3.Connection) -> list[TokenRecord]:
     rows = conn.execute(
         f"SELECT {_TOKEN_COLUMNS}, {scope} FROM tokens ORDER BY created_unix_ms, id"
     ).fetchall()
-    records = []
-    for tid, role, name, digest, created, revoked, campaigns in rows:
-        scope_ids = _scope_from_column(tid, campaigns)
-        record = TokenRecord(
-            token_id=tid,
-            role=role,
-            name=name,
-            sha256=bytes(digest),
-            created_unix_ms=created,
-            revoked_unix_ms=revoked,
-            campaigns=scope_ids or None,
-        )
-        if scope_ids == ():  # unreadable (see above): an empty scope, which no campaign passes
-            object.__setattr__(record, "campaigns", ())
-        records.append(record)
-    return records
+    return [token_from_row(*row) for row in rows]
 
 
 def read_auth_required(conn: sqlite3.Connection) -> bool:

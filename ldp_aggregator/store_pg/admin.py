@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
-from ldp_aggregator.store.records import TokenRecord, check_id, now_unix_ms
+from ldp_aggregator.store.records import TokenRecord, check_id, now_unix_ms, token_from_row
 from ldp_aggregator.store_pg.conninfo import connect, describe_error, redact
 from ldp_aggregator.store_pg.schema import AUTH_REQUIRED_KEY, ensure_schema
 from ldp_client.errors import InvalidParameterError, StoreUnavailableError
@@ -35,43 +34,13 @@ __all__ = [
     "url_auth_required",
 ]
 
-_log = logging.getLogger("ldp_aggregator.store")
 _TOKEN_COLUMNS: Final = "id, role, name, sha256, created_unix_ms, revoked_unix_ms, campaigns"
-
-
-def _scope(token_id: str, text: str | None) -> tuple[str, ...] | None:
-    """A token's campaign scope from its column; an unreadable one limits it to no campaign (fail closed)."""
-    if text is None:
-        return None
-    try:
-        ids = json.loads(text)
-    except ValueError:
-        ids = None
-    if not isinstance(ids, list) or not ids or not all(isinstance(c, str) and c for c in ids):
-        _log.warning("token %s has an unreadable campaign scope; it is refused for every campaign", token_id)
-        return ()
-    return tuple(ids)
 
 
 def select_tokens(conn: psycopg.Connection) -> list[TokenRecord]:
     """Every token row, oldest first."""
     rows = conn.execute(f"SELECT {_TOKEN_COLUMNS} FROM ldp_tokens ORDER BY created_unix_ms, id").fetchall()
-    records = []
-    for tid, role, name, digest, created, revoked, campaigns in rows:
-        scope = _scope(tid, campaigns)
-        record = TokenRecord(
-            token_id=tid,
-            role=role,
-            name=name,
-            sha256=bytes(digest),
-            created_unix_ms=int(created),
-            revoked_unix_ms=None if revoked is None else int(revoked),
-            campaigns=scope or None,
-        )
-        if scope == ():  # unreadable: an empty scope, which no campaign passes
-            object.__setattr__(record, "campaigns", ())
-        records.append(record)
-    return records
+    return [token_from_row(*row) for row in rows]
 
 
 def read_auth_required(conn: psycopg.Connection) -> bool:

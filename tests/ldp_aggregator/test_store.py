@@ -844,3 +844,25 @@ def test_schema_3_raw_rows_keep_their_positions_and_batch_ids(db: Path) -> None:
             str(SCHEMA_VERSION),
         )
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize(
+    ("column", "scope"),
+    [
+        (None, None),
+        ('["b", "a"]', ("a", "b")),
+        ("not json", ()),
+        ("[]", ()),
+        ('["a", 3]', ()),
+        ('{"a": 1}', ()),
+    ],
+)
+def test_a_token_scope_that_cannot_be_read_limits_the_token_to_no_campaign(
+    column: str | None, scope: tuple[str, ...] | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both stores read token rows through token_from_row: an unreadable scope fails closed."""
+    from ldp_aggregator.store.records import token_from_row
+
+    record = token_from_row("t1", "reporter", "app", b"\x01" * 32, 5, None, column)
+    assert record.campaigns == scope
+    assert ("unreadable campaign scope" in caplog.text) == (scope == ())
