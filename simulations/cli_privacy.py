@@ -152,7 +152,7 @@ def _compose(
                     "method": "optimal",
                     "epsilon": comp.optimal_composition_epsilon(e0, total, delta),
                     "delta": delta,
-                    "note": "Kairouz-Oh-Viswanath, k-fold",
+                    "note": "Kairouz-Oh-Viswanath: worst case of any eps-DP mechanism",
                 }
             )
     else:
