@@ -41,7 +41,7 @@ argument, the value and what is allowed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ldp_client.errors import InvalidParameterError
@@ -160,26 +160,18 @@ def advanced_composition_heterogeneous(
     return Guarantee(mean + spread, min(1.0, math.fsum(g.delta for g in gs) + dp))
 
 
-def _rr_terms(epsilon0: float, k: int) -> list[tuple[float, float, float]]:
-    """(loss, log P-mass, log Q-mass) of the k-fold randomized-response pair, for l = 0..k ones flipped.
+def _rr_terms(epsilon0: float, k: int) -> Iterator[tuple[float, float]]:
+    """(loss, P-mass) of the k-fold randomized-response pair, for l = 0..k answers flipped, lazily.
 
-    Under P the number of "flipped" answers l is Binomial(k, q) and the privacy loss is (k - 2l) eps0;
-    the Q-mass of the same outcome is C(k, l) q^(k-l) p^l. Logarithms keep large k finite.
+    Under P the number of flipped answers l is Binomial(k, q) and the privacy loss is (k - 2l) eps0; the
+    mass is computed from logarithms so that a large k neither overflows nor loses the small terms.
     """
     log_p = -math.log1p(math.exp(-epsilon0))  # ln(e^eps0 / (1 + e^eps0))
     log_q = -math.log1p(math.exp(epsilon0))  # ln(1 / (1 + e^eps0))
     lg_k = math.lgamma(k + 1)
-    terms = []
     for ell in range(k + 1):
         log_c = lg_k - math.lgamma(ell + 1) - math.lgamma(k - ell + 1)
-        terms.append(
-            (
-                (k - 2 * ell) * epsilon0,
-                log_c + (k - ell) * log_p + ell * log_q,
-                log_c + (k - ell) * log_q + ell * log_p,
-            )
-        )
-    return terms
+        yield (k - 2 * ell) * epsilon0, math.exp(log_c + (k - ell) * log_p + ell * log_q)
 
 
 def _pure_delta(epsilon0: float, k: int, epsilon: float) -> float:
@@ -187,10 +179,10 @@ def _pure_delta(epsilon0: float, k: int, epsilon: float) -> float:
     if epsilon0 == 0.0:
         return 0.0
     total = []
-    for loss, log_pm, _ in _rr_terms(epsilon0, k):
+    for loss, mass in _rr_terms(epsilon0, k):
         if loss <= epsilon:
             break  # losses decrease with l
-        total.append(math.exp(log_pm) * -math.expm1(epsilon - loss))
+        total.append(mass * -math.expm1(epsilon - loss))
     return math.fsum(total)
 
 
@@ -214,8 +206,10 @@ def optimal_composition_epsilon(epsilon0: float, k: int, delta: float, delta0: f
     delta0)^k (the deltas alone exceed it).
 
     delta_k(epsilon) is convex and decreasing, and between two consecutive losses L_{l+1} <= epsilon <= L_l
-    it equals A_l - e^epsilon B_l (A_l, B_l: the P- and Q-masses of the outcomes 0..l), so the answer is
-    ln((A_l - target) / B_l) on the first segment whose lower end is above the target.
+    it equals A_l - e^epsilon B_l (A_l, B_l: the P- and Q-masses of the outcomes 0..l). With
+    T_l = e^(L_{l+1}) B_l = sum_{m<=l} P_m e^(L_{l+1} - L_m), kept by the recursion T_l = (T_{l-1} + P_l)
+    e^(-2 eps0) (no overflow for any k), delta_k(L_{l+1}) = A_l - T_l, and on the first segment where it
+    exceeds the target the answer is L_{l+1} + ln((A_l - target) / T_l).
     """
     e0 = check_epsilon("epsilon0", epsilon0)
     n = check_count("k", k)
@@ -227,17 +221,18 @@ def optimal_composition_epsilon(epsilon0: float, k: int, delta: float, delta0: f
         return math.inf
     if e0 == 0.0:
         return 0.0
-    terms = _rr_terms(e0, n)
+    shrink = math.exp(-2.0 * e0)  # e^(L_{l+1} - L_l)
     mass_p = 0.0
-    mass_q = 0.0
-    for ell, (loss, log_pm, log_qm) in enumerate(terms):
-        mass_p += math.exp(log_pm)
-        mass_q += math.exp(log_qm)
-        next_loss = terms[ell + 1][0] if ell + 1 < len(terms) else -math.inf
-        at_next = mass_p - math.exp(next_loss) * mass_q if next_loss > -math.inf else mass_p
-        if next_loss <= 0.0 or at_next > target:
-            # The solution lies in [max(next_loss, 0), loss]: delta_k(eps) = mass_p - e^eps mass_q there.
+    scaled = 0.0  # T_l
+    for loss, mass in _rr_terms(e0, n):
+        mass_p += mass
+        scaled = (scaled + mass) * shrink
+        next_loss = loss - 2.0 * e0
+        if next_loss <= 0.0 or mass_p - scaled > target:
+            # The answer lies in [max(next_loss, 0), loss], where delta_k = mass_p - e^(eps - next_loss) T_l.
             if mass_p <= target:
                 return max(0.0, next_loss)
-            return max(0.0, min(loss, math.log((mass_p - target) / mass_q)))
+            if scaled <= 0.0:  # every mass so far underflowed: the segment's top is an upper bound
+                return max(0.0, loss)
+            return max(0.0, min(loss, next_loss + math.log((mass_p - target) / scaled)))
     return 0.0

@@ -72,8 +72,8 @@ DEFAULT_TAIL_MASS = 1e-15
 """Probability mass a continuous PLD or a composition may cut from each tail (pessimistically: the upper
 tail counts as infinite loss, so it adds at most this much to every delta)."""
 
-_MAX_BUCKETS = 1 << 26
-"""Largest grid a PLD may span (about 512 MiB of float64): a coarser ``step`` is needed beyond it."""
+_MAX_BUCKETS = 1 << 24
+"""Largest grid a PLD may span (128 MiB of float64, twice that for its FFT): a coarser ``step`` beyond it."""
 
 
 def _check_step(step: object) -> float:
@@ -163,14 +163,17 @@ class PrivacyLossDistribution:
         if losses.size == 0:
             return 0.0
         a = np.cumsum(mass)
-        b = np.cumsum(mass * np.exp(-losses))
+        # ln B_j, B_j = sum of pmf e^(-L) over losses >= L_j, by a running log-sum-exp: e^(-L) underflows
+        # for losses of several hundred (thousands of compositions), its logarithm does not.
+        with np.errstate(divide="ignore"):
+            log_b = np.logaddexp.accumulate(np.log(mass) - losses)
         lower_end = np.append(losses[1:], 0.0)  # segment j is [lower_end[j], losses[j]]
-        at_lower_end = a - np.exp(lower_end) * b
+        at_lower_end = a - np.exp(lower_end + log_b)
         hit = np.flatnonzero(at_lower_end > budget)
         if hit.size == 0:
             return 0.0  # delta(0) <= budget
         j = int(hit[0])
-        return max(0.0, min(float(losses[j]), math.log((float(a[j]) - budget) / float(b[j]))))
+        return max(0.0, min(float(losses[j]), math.log(float(a[j]) - budget) - float(log_b[j])))
 
     def compose(self, other: PrivacyLossDistribution) -> PrivacyLossDistribution:
         """The PLD of running both mechanisms (the convolution of the two PLDs; same ``step`` required)."""

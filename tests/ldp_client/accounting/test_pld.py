@@ -16,7 +16,11 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ldp_client.accounting import optimal_composition_delta, optimal_composition_epsilon
+from ldp_client.accounting import (
+    advanced_composition,
+    optimal_composition_delta,
+    optimal_composition_epsilon,
+)
 from ldp_client.accounting import pld as P
 from ldp_client.errors import InvalidParameterError
 
@@ -41,6 +45,19 @@ def test_randomized_response_composition_is_the_optimal_composition(eps: float, 
         got_delta = composed.delta_for_epsilon(target)
         assert got_delta >= exact_delta - 1e-12
         assert got_delta == pytest.approx(exact_delta, rel=0.02, abs=1e-12)
+
+
+def test_thousands_of_reports_neither_overflow_nor_underflow() -> None:
+    # Losses of 1500: e^L overflows and e^-L underflows in floating point. On a grid of step eps the
+    # randomized response PLD is exact, so it must equal the optimal composition (computed without either).
+    for eps, k in ((0.5, 3000), (1.0, 3000)):
+        exact = optimal_composition_epsilon(eps, k, 1e-6)
+        assert 0 < exact < k * eps
+        composed = P.randomized_response(eps, step=eps).self_compose(k)
+        assert composed.epsilon_for_delta(1e-6) == pytest.approx(exact, rel=1e-9)
+    # 10^5 reports: above the mean loss k eps tanh(eps/2), below advanced composition.
+    many = optimal_composition_epsilon(0.1, 10**5, 1e-6)
+    assert 10**5 * 0.1 * math.tanh(0.05) < many < advanced_composition(0.1, 0.0, 10**5, 1e-6).epsilon
 
 
 def test_kary_randomized_response_pair() -> None:
