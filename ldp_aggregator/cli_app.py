@@ -199,6 +199,11 @@ def _print_campaign(c: campaign_pb2.Campaign, *, as_json: bool = False) -> None:
     out.print(f"  epsilon per report: {c.epsilon:.6g}   longitudinal epsilon: {c.epsilon_inf:.6g}")
     if info.candidates:
         out.print(f"  candidates: {len(info.candidates)}")
+    if info.shuffler is not None:  # issue 17
+        out.print(
+            f"  shuffler: batches of {info.shuffler.batch_reports:,} reports, delta {info.shuffler.delta:g}",
+            markup=False,
+        )
 
 
 def answer(db: Path | None, local: Callable[[Any], Any], remote: Callable[[], Any]) -> Any:
@@ -223,6 +228,7 @@ def print_estimate(msg: estimates_pb2.EstimateResponse, *, truth: dict[str, int]
     """A table of estimates with their intervals (and the truth, when known)."""
     if msg.means:  # issue 6: numeric mechanisms
         _print_means(msg)
+        _print_shuffle(msg)
         return
     title = (
         f"{msg.campaign_id}: {msg.mechanism}, n={msg.n_reports:,}, epsilon={msg.epsilon:.4g}, "
@@ -259,6 +265,25 @@ def print_estimate(msg: estimates_pb2.EstimateResponse, *, truth: dict[str, int]
             f"(bit-level estimates only: {msg.rappor_bits.m} cohorts x {msg.rappor_bits.k} bits; "
             "give candidates for per-string estimates)"
         )
+    _print_shuffle(msg)
+
+
+def shuffle_text(msg: estimates_pb2.EstimateResponse) -> str | None:
+    """Issue 17: the central guarantee of one shuffled batch as a line, or None without a shuffler."""
+    if not msg.HasField("shuffle"):
+        return None
+    sh = msg.shuffle
+    closed = f"{sh.epsilon_closed_form:.4g}" if sh.closed_form_applies else "n/a (its condition fails)"
+    return (
+        f"shuffled in batches of {sh.batch_reports:,}: central epsilon {sh.epsilon_numerical:.4g} "
+        f"(numerical), {closed} (closed form), delta {sh.delta:.3g} (Feldman-McMillan-Talwar)"
+    )
+
+
+def _print_shuffle(msg: estimates_pb2.EstimateResponse) -> None:
+    line = shuffle_text(msg)
+    if line is not None:
+        out.print(Text(line))
 
 
 def _print_means(msg: estimates_pb2.EstimateResponse) -> None:

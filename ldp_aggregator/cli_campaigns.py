@@ -42,7 +42,8 @@ from ldp_aggregator.store import StoreLockedError
 from ldp_aggregator.store_pg import PostgresUnreachableError
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2
-from ldp_client.errors import LdpError
+from ldp_client.accounting.shuffle import ShufflerDeclaration
+from ldp_client.errors import InvalidParameterError, LdpError
 from ldp_client.params import AUTO_MECHANISM, MECHANISM_NAMES, make_params
 
 __all__ = ["campaign_create", "campaign_list", "campaign_show", "estimate_cmd", "serve_cmd"]
@@ -141,6 +142,7 @@ def _campaign_from_options(
     candidates_file: Path | None,
     description: str,
     from_file: Path | None,
+    shuffler: tuple[int | None, float | None] = (None, None),
 ) -> campaign_pb2.Campaign:
     spec: dict[str, Any] = {}
     if from_file is not None:
@@ -182,9 +184,34 @@ def _campaign_from_options(
             params=p,
             description=description or spec.get("description", ""),
             candidates=cands,
+            shuffler=_shuffler(shuffler, spec.get("shuffler")),
         )
     except LdpError as exc:
         raise _fail(param_error_text(exc)) from None
+
+
+def _shuffler(options: tuple[int | None, float | None], table: Any) -> ShufflerDeclaration | None:
+    """Issue 17: the campaign's shuffler from --shuffler-batch/--shuffler-delta, else the TOML file's
+    ``[shuffler]`` table (``batch_reports``, ``delta``); None when neither declares one."""
+    batch, delta = options
+    if batch is None and delta is not None:
+        raise _fail(f"--shuffler-delta {delta:g} needs --shuffler-batch (the reports shuffled together)")
+    if batch is None and table is not None:
+        if not isinstance(table, dict) or "batch_reports" not in table:
+            raise _fail(f"--from-file: shuffler={table!r}; allowed a table with batch_reports (and delta)")
+        batch, delta = table["batch_reports"], table.get("delta")
+    if batch is None:
+        return None
+    try:
+        declared_delta = DEFAULT_SHUFFLER_DELTA if delta is None else delta
+        return ShufflerDeclaration(batch_reports=batch, delta=declared_delta)
+    except InvalidParameterError as exc:
+        option = "--shuffler-batch" if exc.field.endswith("batch_reports") else "--shuffler-delta"
+        raise _fail(f"invalid {option} (or [shuffler] of --from-file): {exc}") from None
+
+
+DEFAULT_SHUFFLER_DELTA = 1e-6
+"""delta of a shuffler's central guarantee when the campaign declares none."""
 
 
 def campaign_create(
@@ -235,12 +262,37 @@ def campaign_create(
             show_default=False,
         ),
     ] = None,
+    shuffler_batch: Annotated[
+        int | None,
+        typer.Option(
+            help="The reports go through a shuffler that permutes batches of this many: every estimate "
+            "then shows the central (epsilon, delta) of a batch (docs/privacy-accounting.md).",
+            show_default=False,
+        ),
+    ] = None,
+    shuffler_delta: Annotated[
+        float | None,
+        typer.Option(
+            help=f"delta of that central guarantee, in (0, 1) (default {DEFAULT_SHUFFLER_DELTA:g}).",
+            show_default=False,
+        ),
+    ] = None,
     server: ServerOpt = DEFAULT_LISTEN,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a campaign (options, or a TOML file with mechanism, epsilon, domain, params, candidates)."""
+    """Create a campaign (options, or a TOML file with mechanism, epsilon, domain, params, candidates,
+    shuffler)."""
     msg = _campaign_from_options(
-        campaign_id, mechanism, epsilon, domain, labels, param or [], candidates, description, from_file
+        campaign_id,
+        mechanism,
+        epsilon,
+        domain,
+        labels,
+        param or [],
+        candidates,
+        description,
+        from_file,
+        (shuffler_batch, shuffler_delta),
     )
     created = _rpc(_analyst(server).CreateCampaign, analyst_pb2.CreateCampaignRequest(campaign=msg))
     _print_campaign(created, as_json=as_json)

@@ -145,6 +145,7 @@ def info_from_record(record: CampaignRecord) -> wire.CampaignInfo:
         candidates=info.candidates,
         created_unix_ms=record.created_unix_ms,
         closed=record.closed,
+        shuffler=info.shuffler,
     )
 
 
@@ -299,6 +300,7 @@ class Aggregator:
             description=info.description,
             candidates=info.candidates,
             created_unix_ms=created,
+            shuffler=info.shuffler,
         )
         self.store.create_campaign(
             CampaignRecord(
@@ -366,6 +368,7 @@ class Aggregator:
             candidates=info.candidates,
             created_unix_ms=info.created_unix_ms,
             closed=info.closed,
+            shuffler=info.shuffler,
         )
 
     def list_campaigns(self) -> list[campaign_pb2.Campaign]:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast
 
 from ldp_client import registry
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2
+from ldp_client.accounting.shuffle import ShufflerDeclaration
 from ldp_client.codecs import check_count
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms.numeric.codec import NumericMessage
@@ -251,6 +252,8 @@ class CampaignInfo:
     candidates: tuple[str, ...] = ()
     created_unix_ms: int = 0
     closed: bool = False
+    shuffler: ShufflerDeclaration | None = None
+    """Issue 17: the shuffler the deployment routes reports through (``Campaign.shuffler``), or None."""
 
     def __post_init__(self) -> None:
         _check_id("campaign_id", self.campaign_id, InvalidParameterError)
@@ -264,6 +267,8 @@ class CampaignInfo:
             raise InvalidParameterError("created_unix_ms", self.created_unix_ms, "a signed 64-bit integer")
         if not isinstance(self.closed, bool):
             raise InvalidParameterError("closed", self.closed, "a bool")
+        if self.shuffler is not None and not isinstance(self.shuffler, ShufflerDeclaration):
+            raise InvalidParameterError("shuffler", self.shuffler, "a ShufflerDeclaration or None")
 
 
 def _check_candidates(candidates: Iterable[str]) -> tuple[str, ...]:
@@ -288,6 +293,7 @@ def campaign_to_proto(
     candidates: Iterable[str] = (),
     created_unix_ms: int = 0,
     closed: bool = False,
+    shuffler: ShufflerDeclaration | None = None,
 ) -> campaign_pb2.Campaign:
     """A ``Campaign`` message, with ``epsilon`` and ``epsilon_inf`` filled from ``params``."""
     info = CampaignInfo(
@@ -297,6 +303,7 @@ def campaign_to_proto(
         candidates=_check_candidates(candidates),
         created_unix_ms=created_unix_ms,
         closed=closed,
+        shuffler=shuffler,
     )
     msg = campaign_pb2.Campaign(
         id=info.campaign_id,
@@ -307,6 +314,9 @@ def campaign_to_proto(
         epsilon=info.params.epsilon,
         epsilon_inf=epsilon_inf(info.params),
     )
+    if info.shuffler is not None:  # unset otherwise: a campaign without one keeps its bytes
+        msg.shuffler.batch_reports = info.shuffler.batch_reports
+        msg.shuffler.delta = info.shuffler.delta
     set_params(msg, info.params)
     return msg
 
@@ -315,9 +325,13 @@ def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
     """Validate a ``Campaign`` message (for example from ``CreateCampaign``) into a :class:`CampaignInfo`.
 
     Raises:
-        InvalidParameterError: bad id, repeated candidates, or invalid mechanism parameters (named by
-            their proto path, e.g. ``"rappor.k"``).
+        InvalidParameterError: bad id, repeated candidates, invalid mechanism parameters (named by
+            their proto path, e.g. ``"rappor.k"``), or a shuffler with fewer than 2 reports per batch or a
+            delta outside (0, 1).
     """
+    shuffler = None
+    if msg.HasField("shuffler"):
+        shuffler = ShufflerDeclaration(batch_reports=msg.shuffler.batch_reports, delta=msg.shuffler.delta)
     return CampaignInfo(
         campaign_id=msg.id,
         params=params_from_proto(msg),
@@ -325,6 +339,7 @@ def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
         candidates=tuple(msg.candidates),
         created_unix_ms=msg.created_unix_ms,
         closed=msg.closed,
+        shuffler=shuffler,
     )
 
 

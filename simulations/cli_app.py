@@ -86,7 +86,9 @@ _EXAMPLES = """[bold]Examples[/bold] (-m mechanism, -e epsilon, -p population, -
   ldp-sim run -m rr -e 1 -p empirical:answers.csv --mode grpc -n 100000 --json-out out.json
   ldp-sim run -m piecewise -e 1 -p normal:0,1 -n 100000 --repeat 20 --json
   ldp-sim sweep -m grr -d 64 --over epsilon --values 0.5,1,2,4 --target-error 0.001
-  ldp-sim associate --first rappor --second rr --param first.k=32 --param second.epsilon=1"""
+  ldp-sim associate --first rappor --second rr --param first.k=32 --param second.epsilon=1
+  ldp-sim privacy compose -m pure:0.5x100 --delta 1e-6
+  ldp-sim privacy shuffle --epsilon0 4 --n 1000000"""
 
 app = new_app(help_text=_HELP, epilog=_EXAMPLES)
 

@@ -328,4 +328,4 @@ def test_python_dash_m_simulations_cli_has_every_command() -> None:
     proc = subprocess.run(command, check=False, capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     listed = re.findall(r"^│ (\w+) ", proc.stdout, re.M)
-    assert listed == ["run", "sweep", "associate"], proc.stdout
+    assert listed == ["run", "sweep", "associate", "privacy"], proc.stdout

@@ -276,6 +276,7 @@ class EstimateResponse(google.protobuf.message.Message):
     POPULATION_SIZE_FIELD_NUMBER: builtins.int
     NOTE_FIELD_NUMBER: builtins.int
     DISCOVERY_LEVELS_FIELD_NUMBER: builtins.int
+    SHUFFLE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -320,6 +321,12 @@ class EstimateResponse(google.protobuf.message.Message):
         ranked by estimated count. Empty otherwise.
         """
 
+    @property
+    def shuffle(self) -> global___ShuffleAmplification:
+        """Issue 17: the central (epsilon, delta) of one shuffled batch, when the campaign declares a shuffler
+        (Campaign.shuffler). Unset otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -336,8 +343,45 @@ class EstimateResponse(google.protobuf.message.Message):
         population_size: builtins.int = ...,
         note: builtins.str = ...,
         discovery_levels: collections.abc.Iterable[global___DiscoveryLevel] | None = ...,
+        shuffle: global___ShuffleAmplification | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse
+
+@typing.final
+class ShuffleAmplification(google.protobuf.message.Message):
+    """Privacy amplification by shuffling (issue 17): eps0-LDP reports (eps0 = EstimateResponse.epsilon) shuffled
+    in batches of batch_reports are (epsilon, delta)-DP centrally, for every device's value (Feldman,
+    McMillan, Talwar, FOCS 2021; docs/privacy-accounting.md). Each bound is at most eps0.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    BATCH_REPORTS_FIELD_NUMBER: builtins.int
+    DELTA_FIELD_NUMBER: builtins.int
+    CLOSED_FORM_APPLIES_FIELD_NUMBER: builtins.int
+    EPSILON_CLOSED_FORM_FIELD_NUMBER: builtins.int
+    EPSILON_NUMERICAL_FIELD_NUMBER: builtins.int
+    batch_reports: builtins.int
+    """The campaign's declared batch size and delta (Campaign.shuffler)."""
+    delta: builtins.float
+    closed_form_applies: builtins.bool
+    """Whether the closed form's condition eps0 <= ln(n / (16 ln(2/delta))) holds."""
+    epsilon_closed_form: builtins.float
+    """The closed form (their Theorem 3.1); eps0 where it does not apply."""
+    epsilon_numerical: builtins.float
+    """The numerical bound (the hockey-stick divergence of their clone pair): tighter."""
+    def __init__(
+        self,
+        *,
+        batch_reports: builtins.int = ...,
+        delta: builtins.float = ...,
+        closed_form_applies: builtins.bool = ...,
+        epsilon_closed_form: builtins.float = ...,
+        epsilon_numerical: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["batch_reports", b"batch_reports", "closed_form_applies", b"closed_form_applies", "delta", b"delta", "epsilon_closed_form", b"epsilon_closed_form", "epsilon_numerical", b"epsilon_numerical"]) -> None: ...
+
+global___ShuffleAmplification = ShuffleAmplification

@@ -841,6 +841,32 @@ class PrefixExtensionParams(google.protobuf.message.Message):
 global___PrefixExtensionParams = PrefixExtensionParams
 
 @typing.final
+class ShufflerDeclaration(google.protobuf.message.Message):
+    """A shuffler in front of the aggregator (issue 17, Campaign.shuffler): its batches are what is amplified
+    (Feldman, McMillan, Talwar, "Hiding Among the Clones", FOCS 2021).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    BATCH_REPORTS_FIELD_NUMBER: builtins.int
+    DELTA_FIELD_NUMBER: builtins.int
+    batch_reports: builtins.int
+    """Reports the shuffler permutes together in one batch, at least 2. The amplification grows with it:
+    declare the size every batch reaches.
+    """
+    delta: builtins.float
+    """delta of the central (epsilon, delta) guarantee to report, in (0, 1)."""
+    def __init__(
+        self,
+        *,
+        batch_reports: builtins.int = ...,
+        delta: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["batch_reports", b"batch_reports", "delta", b"delta"]) -> None: ...
+
+global___ShufflerDeclaration = ShufflerDeclaration
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -851,6 +877,7 @@ class Campaign(google.protobuf.message.Message):
     CLOSED_FIELD_NUMBER: builtins.int
     EPSILON_FIELD_NUMBER: builtins.int
     EPSILON_INF_FIELD_NUMBER: builtins.int
+    SHUFFLER_FIELD_NUMBER: builtins.int
     RR_FIELD_NUMBER: builtins.int
     GRR_FIELD_NUMBER: builtins.int
     RAPPOR_FIELD_NUMBER: builtins.int
@@ -896,6 +923,14 @@ class Campaign(google.protobuf.message.Message):
     def candidates(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
         """Optional candidate dictionary for estimates (for example candidate strings decoded from RAPPOR Bloom
         filters). Distinct strings; may be empty.
+        """
+
+    @property
+    def shuffler(self) -> global___ShufflerDeclaration:
+        """Issue 17: set when the deployment routes this campaign's reports through a shuffler, which permutes
+        batches of reports (stripped of identities) before the aggregator sees them; every estimate then also
+        reports the central (epsilon, delta) of one shuffled batch (EstimateResponse.shuffle). Unset: no
+        shuffler is claimed. Never used by the encoders (the device's report and its epsilon are the same).
         """
 
     @property
@@ -962,6 +997,7 @@ class Campaign(google.protobuf.message.Message):
         closed: builtins.bool = ...,
         epsilon: builtins.float = ...,
         epsilon_inf: builtins.float = ...,
+        shuffler: global___ShufflerDeclaration | None = ...,
         rr: global___BinaryRRParams | None = ...,
         grr: global___GRRParams | None = ...,
         rappor: global___RapporParams | None = ...,
@@ -985,8 +1021,8 @@ class Campaign(google.protobuf.message.Message):
         hcms: global___CountMeanSketchParams | None = ...,
         pem: global___PrefixExtensionParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
     def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
 
 global___Campaign = Campaign
