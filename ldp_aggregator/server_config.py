@@ -134,7 +134,12 @@ class ServerConfig:
         if wp is not None and (isinstance(wp, bool) or not isinstance(wp, int) or not 0 <= wp <= 65535):
             raise InvalidParameterError("web_port", wp, "a port in [0, 65535] (0: any free port) or None")
         wh = self.web_host
-        if not isinstance(wh, str) or not wh or wh != wh.strip() or (":" in wh and not _is_ipv6(wh)):
+        if (
+            not isinstance(wh, str)
+            or not wh
+            or any(c.isspace() for c in wh)
+            or (":" in wh and not _is_ipv6(wh))
+        ):
             raise InvalidParameterError("web_host", wh, "a host name or IP address (IPv6 with or without [])")
         if self.raw_retention_days is not None:
             _positive("raw_retention_days", self.raw_retention_days)

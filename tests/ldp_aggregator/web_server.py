@@ -120,7 +120,9 @@ def fill_campaigns(s: WebServer) -> None:
 
 
 @contextlib.contextmanager
-def web_server(tmp_path: Path, **config: Any) -> Iterator[WebServer]:
+def web_server(
+    tmp_path: Path, credentials: grpc.ChannelCredentials | None = None, **config: Any
+) -> Iterator[WebServer]:
     """A server on a database with a token of every role (authentication on) and the campaigns of
     :func:`fill_campaigns`, its web view on a free loopback port."""
     db = tmp_path / "web.sqlite3"
@@ -130,7 +132,14 @@ def web_server(tmp_path: Path, **config: Any) -> Iterator[WebServer]:
         tokens[role], record = new_token_record(role, name=f"web {role.value}")
         add_token(db, record)
     cfg = ServerConfig(db=db, listen="127.0.0.1:0", web_port=0, token_refresh_s=0.05, **config)
-    with BackgroundServer(cfg) as server, grpc.insecure_channel(server.target) as channel:
+    with (
+        BackgroundServer(cfg) as server,
+        (
+            grpc.insecure_channel(server.target)
+            if credentials is None
+            else grpc.secure_channel(server.target, credentials)
+        ) as channel,
+    ):
         s = WebServer(server, db, tokens, channel)
         fill_campaigns(s)
         yield s
