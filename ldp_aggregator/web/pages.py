@@ -210,11 +210,12 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
         # Discovery (issue 16): the values found are the items; each is "detected" when its interval
         # lies above zero (the level loop ranks, it does not test).
         discovery = "levels" in est
+        items, columns = _with_postprocessed(est)
         parts.append(
             _items_section(
                 "estimates",
-                est["items"],
-                _ITEM_COLUMNS,
+                items,
+                columns,
                 value="count",
                 detected=(lambda it: it["ci_low"] > 0) if discovery else None,
                 page=page,
@@ -262,16 +263,28 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
             f"<p>Debiased Bloom-filter bit counts: {b['m']:,} cohorts × {b['k']:,} bits, {with_reports:,} "
             "cohorts with reports (all of them in the JSON).</p>"
         )
-    for pp in est.get("postprocessed", []):
-        labels = [it["label"] for it in est["items"]]
-        cells = "".join(
-            f"<tr>{_txt(lab)}{_num(c)}</tr>" for lab, c in zip(labels, pp["counts"], strict=False)
-        )
+    if est.get("postprocessed") and est["items"]:
+        methods = ", ".join(pp["method"] for pp in est["postprocessed"])
         parts.append(
-            f"<details><summary>{escape(pp['method'])} counts (post-processed, biased, no intervals; "
-            f"total {fmt(pp['total'])})</summary><table>{cells}</table></details>"
+            f'<p class="muted">Post-processed columns ({escape(methods)}): consistent counts (non-negative,'
+            " summing to the total), biased, without intervals; beside the unbiased estimate.</p>"
         )
     return "".join(parts)
+
+
+def _with_postprocessed(est: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The items with their post-processed counts (issue 6) as more columns, one per method, so that they
+    share the table's pages."""
+    items = [dict(it) for it in est["items"]]
+    columns = list(_ITEM_COLUMNS)
+    for pp in est.get("postprocessed", []):
+        if len(pp["counts"]) != len(items):
+            continue
+        key = f"postprocessed:{pp['method']}"
+        for it, count in zip(items, pp["counts"], strict=True):
+            it[key] = count
+        columns.append((f"{pp['method']} count", key))
+    return items, columns
 
 
 _DECODE_COLUMNS: Final = (

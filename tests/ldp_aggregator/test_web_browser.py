@@ -120,11 +120,14 @@ def test_pages_load_and_show_the_analyst_services_numbers(page: Any, web: WebSer
     est = web.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="browser"), metadata=web.md())
     rows = _rows(page, "estimate-items")
     assert sorted(rows) == sorted(BROWSERS)
-    for item in est.items:
+    for i, item in enumerate(est.items):
         cells = rows[item.label]
         expected = [item.count, item.frequency, item.std_error, item.ci_low, item.ci_high]
+        # ... and beside them the post-processed counts (Norm-Sub, clipped), one column per method.
+        expected += [pp.counts[i] for pp in est.postprocessed]
         assert [v for v, _ in cells] == expected
         assert all(_shown_matches(text, v) for v, text in cells)
+    assert len(est.postprocessed) == 2
     assert float(page.locator("#privacy dd").first.get_attribute("data-value")) == est.epsilon
     assert page.locator("svg.plot circle").count() == len(BROWSERS)
 
