@@ -5,10 +5,12 @@ test_web_browser.py."""
 from __future__ import annotations
 
 import json
+import queue
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,12 @@ def test_rates_from_the_views_own_samples() -> None:
     assert rates.observe("c", 110) == (10.0, 10.0)
     now[0] = 500.0  # the old samples leave the window
     assert rates.observe("c", 200) == (None, None)
+    # Loads less than a second apart take no sample: a burst of reloads cannot push out the oldest one.
+    for i in range(1, 200):
+        now[0] = 500.0 + i / 1000
+        rates.observe("c", 200 + i)
+    now[0] = 510.0
+    assert rates.observe("c", 1200) == (100.0, 10.0)
 
 
 # ------------------------------------------------------------------------------------------------ access
@@ -310,22 +318,46 @@ def test_web_view_over_tls_with_the_grpc_certificate(tmp_path: Path, pki: Any) -
             assert not plain.recv(65536).startswith(b"HTTP/1.1 200")
 
 
+def _lines(stream: Any) -> queue.Queue[str]:
+    """A child's output lines, read by a thread (a missing line must fail the test, not hang it)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        with stream:  # closed here, at the end of the output, not under the reading thread's feet
+            for line in stream:
+                lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _line(lines: queue.Queue[str], timeout_s: float = 60.0) -> str:
+    try:
+        return lines.get(timeout=timeout_s)
+    except queue.Empty:
+        return ""
+
+
 def test_serve_prints_the_web_address(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(tmp_path / "s.sqlite3"),
            "--listen", "127.0.0.1:0", "--web-port", "0"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("ready on port ")
-        line = proc.stdout.readline().strip()
+        lines = _lines(proc.stdout)
+        assert _line(lines).startswith("ready on port ")
+        line = _line(lines).strip()
         assert line.startswith("web view on http://127.0.0.1:"), line
         port = int(line.rsplit(":", 1)[1].strip("/"))
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             sock.sendall(b"GET /api/campaigns HTTP/1.1\r\n\r\n")  # no token in the database: open
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        # Authentication off accepts any token at /login, but never one that would break the header.
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"GET /login?token=a%0d%0aSet-Cookie:%20x=1 HTTP/1.1\r\n\r\n")
+            head = sock.recv(65536).partition(b"\r\n\r\n")[0]
+        assert head.startswith(b"HTTP/1.1 401 ") and b"x=1" not in head
     finally:
         proc.terminate()
         code = proc.wait(timeout=60)
-        if proc.stdout is not None:
-            proc.stdout.close()
     assert code == 0
