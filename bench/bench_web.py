@@ -117,14 +117,14 @@ def main() -> None:
             s = WebServer(server, db, tokens, channel)
             t0 = time.perf_counter()
             _fill(s, args.reports)
-            print(
-                f"2 campaigns x {args.reports:,} reports, 10,000 candidates/labels: {time.perf_counter() - t0:.1f} s"
-            )
+            filled = time.perf_counter() - t0
+            print(f"2 campaigns x {args.reports:,} reports, 10,000 candidates/labels: {filled:.1f} s")
             for cid in ("rappor-10k", "grr-10k"):
                 path = campaign_path(cid)
                 cold, status, body = _timed_get(s, path)
                 pending = b"pending-" in body
                 done, jstatus, jbody = _timed_get(s, campaign_path(cid, api=True))
+                assert jstatus == 200, jbody[:300]
                 warm = []
                 for _ in range(args.repeats):
                     dt, st, body = _timed_get(s, path)
