@@ -84,3 +84,4 @@ class WebView:
 
     async def stop(self) -> None:
         await self._http.stop()
+        self.reader.close()

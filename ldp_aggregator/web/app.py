@@ -23,7 +23,6 @@ JSON under ``/api/`` and with ``format=json``, HTML pages otherwise.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from http import HTTPStatus
@@ -230,7 +229,7 @@ class WebApp:
             fields = parse_query(request.query, _LIST_PARAMS)
             as_json = _wants_json(request, fields)
             self._check(request, _LIST_RPC)
-            doc = await asyncio.to_thread(self._reader.campaigns)
+            doc = await self._reader.run(self._reader.campaigns)
             return _json(HTTPStatus.OK, doc) if as_json else _html(HTTPStatus.OK, pages.campaigns_page(doc))
         for prefix in ("/campaigns/", "/api/campaigns/"):
             if path.startswith(prefix) and len(path) > len(prefix):
@@ -247,7 +246,7 @@ class WebApp:
             raise _bad("campaign id", raw_id, "a percent-encoded UTF-8 campaign id") from None
         self._check(request, _RPC_OF["estimate"])
         try:
-            doc, info, version = await asyncio.to_thread(self._reader.campaign_state, campaign_id)
+            doc, info, version = await self._reader.run(self._reader.campaign_state, campaign_id)
         except CampaignNotFoundError:
             raise HttpError(
                 HTTPStatus.NOT_FOUND, f"no campaign {campaign_id[:128]!r}: see / for the list"

@@ -11,8 +11,9 @@ its status code name and message.
 :class:`WebReader` only reads: it calls no method of the aggregator or the store that writes.
 
 Long computations (decoding 10,000 RAPPOR candidates takes seconds) run once per campaign state and
-options in a worker thread; the result is kept (:class:`ResultCache`) until the campaign's state changes,
-and concurrent requests for the same result share one computation.
+options on the view's own threads (:data:`WEB_WORKERS`, never the gRPC servicers'); the result is kept
+(:class:`ResultCache`) until the campaign's state changes, and concurrent requests for the same result
+share one computation.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ldp_aggregator.analysis import estimate_to_dict
 from ldp_aggregator.association import association_response_to_dict
@@ -43,9 +45,12 @@ DEVICE_SPEND: Final = (
     "(and epsilon_inf) against its own max_epsilon / max_epsilon_inf before encoding anything, and refuses "
     "a campaign over it (docs/client.md)."
 )
+WEB_WORKERS: Final = 2
+"""Threads of the web view (reads and analyses); more requests wait for them."""
 RATE_WINDOW_S: Final = 300.0
 """The recent rate is measured over at most this many seconds of the view's own samples."""
 _MIN_SAMPLE_GAP_S: Final = 1.0
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,10 +117,12 @@ class _Entry:
 
 
 class ResultCache:
-    """Results of long computations by key (campaign state and options), the newest ``size`` kept."""
+    """Results of long computations by key (campaign state and options), the newest ``size`` kept, run
+    on ``executor``."""
 
-    def __init__(self, size: int = 32) -> None:
+    def __init__(self, executor: Executor, size: int = 32) -> None:
         self._size = size
+        self._executor = executor
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
 
     def get(self, key: Hashable, compute: Callable[[], dict[str, Any]]) -> _Entry:
@@ -125,7 +132,7 @@ class ResultCache:
         if entry is not None:
             self._entries.move_to_end(key)
             return entry
-        future = asyncio.ensure_future(asyncio.to_thread(compute))
+        future = asyncio.get_running_loop().run_in_executor(self._executor, compute)
         entry = _Entry(future)
         self._entries[key] = entry
 
@@ -156,12 +163,23 @@ class WebReader:
         *,
         wall_clock: Callable[[], float] = time.time,
         rates: RateTracker | None = None,
-        cache: ResultCache | None = None,
+        workers: int = WEB_WORKERS,
     ) -> None:
         self._agg = aggregator
         self._wall = wall_clock
         self._rates = rates or RateTracker()
-        self.cache = cache or ResultCache()
+        # Threads of the view's own: its reads and analyses never take the threads the gRPC servicers
+        # run estimates and commits on (asyncio's default executor), however many pages are open.
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ldp-web")
+        self.cache = ResultCache(self.executor)
+
+    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` on the view's threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, lambda: fn(*args))
+
+    def close(self) -> None:
+        """Stop the view's threads (analyses still running finish in the background)."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     def _reports(self, campaign_id: str) -> tuple[dict[str, Any], Any, tuple[int, int, bool]]:
         """(campaign JSON with counts and rates, its info, the state's version) from one snapshot."""

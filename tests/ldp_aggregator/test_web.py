@@ -136,6 +136,8 @@ def test_an_html_page_shows_what_is_ready_and_reloads_until_the_rest_is(
     assert doc["decode"]["answer"]["confidence"] == 0.8
     status, _, body = web.get(campaign_path(RAPPOR_ID) + "?confidence=0.8")  # now from the cache
     assert b"pending-" not in body and b'http-equiv="refresh"' not in body
+    # They ran on the view's own threads, not on those the gRPC servicers estimate and commit on.
+    assert any(t.name.startswith("ldp-web") for t in threading.enumerate())
 
 
 def test_rates_from_the_views_own_samples() -> None:
