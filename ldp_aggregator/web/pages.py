@@ -372,7 +372,7 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
         + f"<dl id='summary'><dt>mechanism</dt><dd>{escape(doc['mechanism'])}</dd>"
         f"<dt>status</dt><dd>{'closed' if doc['closed'] else 'collecting'}</dd>"
         f"<dt>reports received</dt><dd data-value='{doc['n_reports']}'>{doc['n_reports']:,} in "
-        f"{doc['n_batches']:,} batches</dd>"
+        f"{doc['n_batches']:,} batch{'' if doc['n_batches'] == 1 else 'es'}</dd>"
         f"<dt>rate</dt><dd>{fmt(rate['reports_per_s_since_created'])} reports/s since created"
         + (
             f"; {fmt(recent)} reports/s over the last {rate['recent_window_s']:.0f} s"

@@ -156,6 +156,25 @@ def test_pages_load_and_show_the_analyst_services_numbers(page: Any, web: WebSer
         "cells => cells.map(c => c.dataset.value)")]  # fmt: skip
     assert shown == [c.proportion for c in assoc.cells]
 
+    # Discovery: the values found, "detected" when the interval lies above zero, and the levels.
+    assert page.goto(web.url.rstrip("/") + campaign_path("words")).status == 200
+    found = web.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id="words"), metadata=web.md())
+    rows = _rows(page, "estimate-items")
+    assert {label: [v for v, _ in cells] for label, cells in rows.items()} == {
+        it.label: [it.count, it.frequency, it.std_error, it.ci_low, it.ci_high] for it in found.items
+    }
+    flags = page.locator("table#estimate-items td:last-child").evaluate_all(
+        "cells => cells.map(c => c.dataset.value)"
+    )
+    assert flags == [str(it.ci_low > 0).lower() for it in sorted(found.items, key=lambda it: -it.count)]
+    assert {"cat", "dog", "owl"} <= set(rows)
+    levels = page.locator("table#levels td").evaluate_all("cells => cells.map(c => c.dataset.value)")
+    assert [float(v) for v in levels] == [
+        float(x)
+        for lv in found.discovery_levels
+        for x in (lv.level, lv.reports, lv.tested, lv.kept, lv.threshold)
+    ]
+
 
 def test_a_missing_or_wrong_token_is_refused_and_the_form_signs_in(browser: Any, web: WebServer) -> None:
     context = browser.new_context()

@@ -23,13 +23,15 @@ from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import encode_batch_paired
+from ldp_client.mechanisms.pem import PEMParams
 from ldp_client.numeric_params import PiecewiseParams
 from ldp_client.params import BinaryRRParams, GRRParams, PairedParams, RapporParams
 
 BROWSERS = ("chrome", "safari", "edge", "firefox", "other")
 SITES = ("news.example", "mail.example", "never-1.example", "never-2.example")
 RAPPOR_ID = "home/page é"  # a slash and non-ASCII: the id must survive percent-encoding in URLs
-CAMPAIGNS = ("browser", RAPPOR_ID, "temperature", "pair", "empty")
+WORDS = ("cat", "dog", "owl")
+CAMPAIGNS = ("browser", RAPPOR_ID, "temperature", "pair", "words", "empty")
 
 
 @dataclass
@@ -78,8 +80,9 @@ def _submit(collector: Any, campaign_id: str, params: Any, columns: Any, md: Any
 
 
 def fill_campaigns(s: WebServer) -> None:
-    """Five campaigns: GRR, string RAPPOR with candidates (two decoys), a numeric mean, a paired
-    campaign (association) and one without reports; each reported to through the Collector."""
+    """Six campaigns: GRR, string RAPPOR with candidates (two decoys), a numeric mean, a paired
+    campaign (association), a discovery (pem) and one without reports; each reported to through the
+    Collector."""
     admin, reporter = s.md(Role.ADMIN), s.md(Role.REPORTER)
     collector = collector_pb2_grpc.CollectorStub(s.channel)
     rng = np.random.default_rng(19)
@@ -87,11 +90,13 @@ def fill_campaigns(s: WebServer) -> None:
     rappor = RapporParams(k=32, h=2, m=8, f=0.25, p=0.25, q=0.75)
     temp = PiecewiseParams.from_epsilon(-20.0, 50.0, 2.0)
     pair = PairedParams(first=BinaryRRParams.from_epsilon(1.5), second=BinaryRRParams.from_epsilon(1.0))
+    pem = PEMParams.from_epsilon(4.0, max_length=4, top_k=4)
     made = (
         ("browser", grr, (), "Which browser do you use most?"),
         (RAPPOR_ID, rappor, SITES, "What is your home page?"),
         ("temperature", temp, (), ""),
         ("pair", pair, (), "two yes/no questions"),
+        ("words", pem, (), "values nobody listed (discovery)"),
         ("empty", grr, (), ""),
     )
     for cid, params, cands, description in made:
@@ -117,6 +122,15 @@ def fill_campaigns(s: WebServer) -> None:
     y = np.where(rng.random(4_000) < 0.8, x, 1 - x)
     cols = encode_batch_paired(pair, campaign_id="pair", first_values=x, second_values=y, rng=rng)
     _submit(collector, "pair", pair, cols, reporter)
+    spec = registry.spec_for(pem)
+    values = rng.choice(len(WORDS), size=20_000, p=[0.6, 0.3, 0.1])
+    _submit(
+        collector,
+        "words",
+        pem,
+        spec.encode_batch(pem, values, rng, campaign_id="words", labels=WORDS),
+        reporter,
+    )
 
 
 @contextlib.contextmanager
