@@ -196,9 +196,10 @@ async def _start(config: ServerConfig) -> _Running:
         aggregator = Aggregator(
             store, metrics=metrics, max_accumulator_bytes=config.limits.max_accumulator_bytes
         )
+        limiter = RateLimiter(config.limits)  # shared with the web view: one budget of failed tokens
         guard = Guard(
             authenticator,
-            RateLimiter(config.limits),
+            limiter,
             metrics,
             reload_tokens=lambda: _reload_tokens(store, authenticator),
         )
@@ -241,7 +242,7 @@ async def _start(config: ServerConfig) -> _Running:
                     config.metrics_port,
                     f"a free TCP port on 127.0.0.1 ({exc.strerror or exc})",
                 ) from None
-        web = await _start_web(config, aggregator, authenticator)
+        web = await _start_web(config, aggregator, authenticator, limiter)
         for name in ("", _COLLECTOR, _ANALYST):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         await server.start()
@@ -276,7 +277,7 @@ async def _start(config: ServerConfig) -> _Running:
 
 
 async def _start_web(
-    config: ServerConfig, aggregator: Aggregator, authenticator: Authenticator
+    config: ServerConfig, aggregator: Aggregator, authenticator: Authenticator, limiter: RateLimiter
 ) -> WebView | None:
     """The web view on ``web_host:web_port`` (None when off); the listen rule of the gRPC port holds."""
     if config.web_port is None:
@@ -293,7 +294,11 @@ async def _start_web(
         ca = None if config.tls_client_ca is None else str(config.tls_client_ca)
         context = web_ssl_context(str(config.tls_cert), str(config.tls_key), ca)
     web = WebView(
-        aggregator=aggregator, authenticator=authenticator, ssl_context=context, host=config.web_host
+        aggregator=aggregator,
+        authenticator=authenticator,
+        limiter=limiter,
+        ssl_context=context,
+        host=config.web_host,
     )
     await web.start(config.web_port)
     return web

@@ -21,6 +21,7 @@ import ssl
 from dataclasses import dataclass
 
 from ldp_aggregator.auth import Authenticator
+from ldp_aggregator.ratelimit import RateLimiter
 from ldp_aggregator.service import Aggregator
 from ldp_aggregator.web.app import WebApp
 from ldp_aggregator.web.data import WebReader
@@ -53,13 +54,14 @@ class WebView:
 
     aggregator: Aggregator
     authenticator: Authenticator
+    limiter: RateLimiter | None = None
     ssl_context: ssl.SSLContext | None = None
     port: int = 0
     host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         self.reader = WebReader(self.aggregator)
-        self._app = WebApp(self.reader, self.authenticator)
+        self._app = WebApp(self.reader, self.authenticator, self.limiter)
         self._http = HttpServer(self._app, render_error=self._app.render_error, ssl_context=self.ssl_context)
 
     @property

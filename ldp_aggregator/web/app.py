@@ -30,6 +30,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
 from ldp_aggregator.auth import Authenticator, PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.ratelimit import AuthFailuresLimitedError, RateLimiter
 from ldp_aggregator.web import pages
 from ldp_aggregator.web.data import CampaignQuery, WebReader, complete
 from ldp_aggregator.web.http import HttpError, Request, Response
@@ -173,9 +174,26 @@ def _cookie_token(request: Request) -> str | None:
 class WebApp:
     """Answers the web view's requests (module docstring) from a :class:`WebReader`."""
 
-    def __init__(self, reader: WebReader, authenticator: Authenticator) -> None:
+    def __init__(
+        self, reader: WebReader, authenticator: Authenticator, limiter: RateLimiter | None = None
+    ) -> None:
         self._reader = reader
         self._auth = authenticator
+        self._limiter = limiter
+
+    def _failed(self, request: Request) -> None:
+        """Count a request without a valid token against its address, in the budget the gRPC port uses
+        (``failed_auth_per_s``, ``failed_auth_burst``): over it, 429 with Retry-After."""
+        if self._limiter is None:
+            return
+        try:
+            self._limiter.note_failed_auth(request.peer)
+        except AuthFailuresLimitedError as exc:
+            raise HttpError(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                str(exc),
+                headers=(("Retry-After", str(max(1, math.ceil(exc.retry_after_s or 1.0)))),),
+            ) from None
 
     def render_error(self, err: HttpError, request: Request | None) -> Response:
         """An error as JSON (under /api/ or with format=json) or as an HTML page (with the sign-in form
@@ -202,6 +220,7 @@ class WebApp:
         try:
             self._auth.check(method, metadata)
         except UnauthenticatedError as exc:
+            self._failed(request)
             raise HttpError(
                 HTTPStatus.UNAUTHORIZED,
                 f"{exc} (here: the header 'Authorization: Bearer <token>' or sign in at /login)",
@@ -269,10 +288,12 @@ class WebApp:
         if token is None:
             return _html(HTTPStatus.OK, pages.login_page(target))
         if not _TOKEN_CHARS.issuperset(token) or not 1 <= len(token) <= 512:  # it goes into a header
+            self._failed(request)
             return _html(HTTPStatus.UNAUTHORIZED, pages.login_page(target, "invalid or revoked access token"))
         try:
             self._auth.check(_LIST_RPC, [("authorization", f"Bearer {token}")])
         except UnauthenticatedError:
+            self._failed(request)
             return _html(HTTPStatus.UNAUTHORIZED, pages.login_page(target, "invalid or revoked access token"))
         except PermissionDeniedError as exc:
             return _html(HTTPStatus.FORBIDDEN, pages.login_page(target, str(exc)))

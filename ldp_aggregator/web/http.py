@@ -79,6 +79,8 @@ class Request:
     query: str
     headers: dict[str, tuple[str, ...]]
     tls: bool
+    peer: str = ""
+    """The client as gRPC names a peer (``ipv4:HOST:PORT``, ``ipv6:[HOST]:PORT``), for per-address limits."""
 
     def header(self, name: str) -> str | None:
         """The header's value if it came exactly once (None if absent; HttpError 400 if repeated)."""
@@ -121,7 +123,7 @@ async def _read_line(reader: asyncio.StreamReader, too_long: HttpError) -> bytes
     return line.rstrip(b"\r\n")
 
 
-async def read_request(reader: asyncio.StreamReader, *, tls: bool) -> Request:
+async def read_request(reader: asyncio.StreamReader, *, tls: bool, peer: str = "") -> Request:
     """Read and check one request line and header block (module docstring for the limits).
 
     Raises:
@@ -183,7 +185,17 @@ async def read_request(reader: asyncio.StreamReader, *, tls: bool) -> Request:
         query=query.partition("#")[0],
         headers={k: tuple(v) for k, v in headers.items()},
         tls=tls,
+        peer=peer,
     )
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    """The client's address in gRPC's peer form (``ldp_aggregator.ratelimit.peer_address`` reads it)."""
+    name = writer.get_extra_info("peername")
+    if not isinstance(name, tuple) or len(name) < 2:
+        return str(name)
+    host, port = name[0], name[1]
+    return f"ipv6:[{host}]:{port}" if ":" in str(host) else f"ipv4:{host}:{port}"
 
 
 def _encode(response: Response, *, head: bool) -> bytes:
@@ -267,7 +279,7 @@ class HttpServer:
         request: Request | None = None
         try:
             request = await asyncio.wait_for(
-                read_request(reader, tls=self._ssl is not None), HEADER_TIMEOUT_S
+                read_request(reader, tls=self._ssl is not None, peer=_peer(writer)), HEADER_TIMEOUT_S
             )
         except HttpError as err:
             response = self._render_error(err, None)

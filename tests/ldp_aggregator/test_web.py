@@ -25,6 +25,7 @@ from ldp_aggregator.auth import Role
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.rappor_decode import decode_response_to_dict
+from ldp_aggregator.ratelimit import Limits
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import list_tokens
@@ -199,6 +200,15 @@ def test_login_sets_a_cookie_that_opens_the_pages(web: WebServer) -> None:
     assert web.get(f"/login?token={token}&next=//evil.example/", role=None)[0] == 400
     status, headers, _ = web.get("/logout", role=None)
     assert status == 303 and "Max-Age=0" in headers["set-cookie"]
+
+
+def test_requests_without_a_valid_token_share_the_grpc_ports_budget_per_address(tmp_path: Path) -> None:
+    limits = Limits(failed_auth_per_s=0.01, failed_auth_burst=3)
+    with web_server(tmp_path, limits=limits) as s:
+        assert [s.get("/", role=None)[0] for _ in range(3)] == [401, 401, 401]
+        status, headers, body = s.get("/login?token=ldp_wrong", role=None)
+        assert status == 429 and int(headers["retry-after"]) >= 1 and b"too many calls" in body
+        assert s.get("/")[0] == 200  # a valid token is never counted
 
 
 # ------------------------------------------------------------------------------------------- bad input
