@@ -1,11 +1,12 @@
-# `make demo`: set everything up and run the main job. `make demo-cluster`: the same on two replicas on
-# PostgreSQL, one killed midway, and the report archive on Dask. `make test`: set up, run ruff, mypy, pytest.
+# `make demo`: set everything up and run the main job (`make demo KEEP_WEB=1`: its web view stays up after,
+# until Ctrl-C). `make demo-cluster`: the same on two replicas on PostgreSQL, one killed midway, and the
+# report archive on Dask. `make test`: set up, run ruff, mypy, pytest.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-cluster test lint typecheck pytest bench clean protos check-protos
+.PHONY: demo demo-cluster test lint typecheck pytest bench clean protos check-protos chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +16,23 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[all]'
 	touch $(STAMP)
 
+# Debian's Chromium for the browser tests of the web view (tests/ldp_aggregator/test_web_browser.py, driven
+# by Playwright; docs/web.md). Idempotent: installed only when missing, as root, with apt-get (the package
+# lists are refreshed only if the first try fails). Elsewhere those tests skip with the reason (under CI: fail).
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests (apt-get install chromium)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+		echo "could not install chromium: the browser tests will say so"; \
+	fi
+
 # The demo runs on a database of its own (demo-output/demo.sqlite3, made afresh every run): it never
 # touches the operator's ldp-data/ldp.sqlite3 or its tokens.
 demo: $(STAMP)
-	$(BIN)/python -m simulations.demo --out demo-output
+	$(BIN)/python -m simulations.demo --out demo-output $(if $(KEEP_WEB),--keep-web)
 
 # Two replicas on a throwaway PostgreSQL of its own (PostgreSQL 15 binaries: Debian's postgresql package),
 # one killed with SIGKILL midway, the estimates; then the archive exported, verified and reduced on Dask.
@@ -33,7 +47,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) chromium
 	$(BIN)/pytest -q
 
 protos: $(STAMP)

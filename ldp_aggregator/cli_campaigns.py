@@ -84,6 +84,13 @@ def serve_cmd(
     metrics_port: Annotated[
         int | None, _opt("Prometheus /metrics on 127.0.0.1:PORT (0: off).", "off")
     ] = None,
+    web_port: Annotated[
+        int | None,
+        _opt("Read-only web view on --web-host:PORT (0: a free port; docs/web.md).", "off"),
+    ] = None,
+    web_host: Annotated[
+        str | None, _opt("Address of the web view (non-loopback needs access tokens).", "127.0.0.1")
+    ] = None,
     log_format: Annotated[str | None, _opt("Log lines: json or text.", "text")] = None,
     log_level: Annotated[str | None, _opt("debug, info, warning or error.", "info")] = None,
     raw_retention_days: Annotated[
@@ -99,7 +106,8 @@ def serve_cmd(
 ) -> None:
     """Run the aggregator until SIGINT/SIGTERM, then drain and commit.
 
-    Prints "ready on port N" on stdout once it listens; logs go to stderr.
+    Prints "ready on port N" on stdout once it listens, then "web view on URL" with --web-port; logs go
+    to stderr.
     """
     overrides = {
         "db": db,
@@ -111,6 +119,8 @@ def serve_cmd(
         "tls_key": tls_key,
         "tls_client_ca": tls_client_ca,
         "metrics_port": metrics_port,
+        "web_port": web_port,
+        "web_host": web_host,
         "log_format": log_format,
         "log_level": log_level,
         "raw_retention_days": raw_retention_days,
@@ -125,7 +135,11 @@ def serve_cmd(
     try:
         settings = load_settings(config, overrides)
         configure_logging(settings.log_format, settings.log_level.upper())
-        run_server(settings.server, on_ready=lambda port: print(f"ready on port {port}", flush=True))
+        run_server(
+            settings.server,
+            on_ready=lambda port: print(f"ready on port {port}", flush=True),
+            on_web=lambda url: print(f"web view on {url}", flush=True),
+        )
     except (StoreLockedError, PostgresUnreachableError) as exc:  # held by another server; PostgreSQL away
         raise _fail(str(exc), EXIT_UNAVAILABLE) from None
     except LdpError as exc:  # a bad setting, certificate, port, database file or PostgreSQL URL / login

@@ -10,6 +10,8 @@ Example (every key optional; relative paths are relative to the file's directory
     purge_interval_s = 3600
     max_message_bytes = 16777216
     metrics_port = 9464              # Prometheus /metrics on 127.0.0.1 (0 or absent: off)
+    web_port = 8080                  # the read-only web view (docs/web.md); absent: off, 0: a free port
+    web_host = "127.0.0.1"           # anything but loopback needs at least one access token
     token_refresh_s = 1.0
     grace_s = 10.0
 
@@ -73,6 +75,8 @@ _TYPES: Final[Mapping[str, tuple[type, ...]]] = {
     "max_message_bytes": (int,),
     "grace_s": (int, float),
     "metrics_port": (int,),
+    "web_port": (int,),
+    "web_host": (str,),
     "raw_retention_days": (int, float),
     "purge_interval_s": (int, float),
     "token_refresh_s": (int, float),

@@ -597,6 +597,16 @@ def _name_list(names: Sequence[str]) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > _MAX_NAMED else "")
 
 
+def _check_rows(M: int, n_rows: int) -> None:
+    """More candidates than equations (cohort-bits with reports) can never be identified."""
+    if n_rows < M:
+        raise InvalidParameterError(
+            "candidates",
+            f"{M} candidates",
+            f"at most {n_rows} (cohorts with reports x k bits) candidates can be identified",
+        )
+
+
 def _identifiable_inverse(
     X: Any, G: NDArray[np.float64], candidates: tuple[str, ...], n_rows: int
 ) -> NDArray[np.float64]:
@@ -604,12 +614,7 @@ def _identifiable_inverse(
     from scipy import linalg
 
     M = len(candidates)
-    if n_rows < M:
-        raise InvalidParameterError(
-            "candidates",
-            f"{M} candidates",
-            f"at most {n_rows} (cohorts with reports x k bits) candidates can be identified",
-        )
+    _check_rows(M, n_rows)
     # Identical columns: candidates whose Bloom filters agree in every cohort with reports.
     groups: dict[bytes, list[str]] = {}
     for v in range(M):
@@ -699,9 +704,11 @@ def estimate_rappor_candidates(
     n = bits.n
     if n == 0:
         raise NoReportsError(0)
-    pos = rappor_design(params, campaign_id, cands)
     k = params.k
     used = bits.cohort_reports > 0
+    # Before the design and its M x M normal matrix (seconds and GBs at M = 10^4): refused anyway.
+    _check_rows(len(cands), int(used.sum()) * k)
+    pos = rappor_design(params, campaign_id, cands)
     X = _design_matrix(pos, k, used)
     N_row = np.repeat(bits.cohort_reports.astype(np.float64), k)
     G = np.asarray((X.T @ sparse.diags(N_row) @ X).toarray())

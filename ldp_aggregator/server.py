@@ -17,6 +17,8 @@ thread of the calling process (tests, the demo, the simulator). One server is:
   within ``handshake_timeout_s`` or has made no call for ``idle_timeout_s`` is closed, and keepalive pings
   detect dead peers during calls;
 * Prometheus metrics on a separate HTTP port bound to 127.0.0.1 (:mod:`ldp_aggregator.metrics`);
+* the read-only web view on a port of its own when ``web_port`` is set (:mod:`ldp_aggregator.web`): in
+  this event loop, with the same TLS and the same :class:`Authenticator`;
 * background tasks: token refresh (revocations take effect within ``token_refresh_s``; an unknown token
   triggers an immediate re-read, so a new token works at once) and the raw-report retention purge.
 
@@ -67,6 +69,7 @@ from ldp_aggregator.transport import (
     _server_credentials,
     raise_open_file_limit,
 )
+from ldp_aggregator.web import WebView, web_ssl_context
 from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc
 from ldp_client.errors import InvalidParameterError, LdpError
 
@@ -104,6 +107,7 @@ class _Running:
     metrics: Metrics
     health: Any  # grpc_health's asyncio HealthServicer
     max_connections: int
+    web: WebView | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -172,6 +176,7 @@ async def _start(config: ServerConfig) -> _Running:
     _check_address_free(config.listen)
     store = open_store(config.store_location, retain_raw=config.retain_raw)
     metrics = Metrics()
+    web: WebView | None = None
     try:
         authenticator = Authenticator(
             await asyncio.to_thread(store.list_tokens),
@@ -191,9 +196,10 @@ async def _start(config: ServerConfig) -> _Running:
         aggregator = Aggregator(
             store, metrics=metrics, max_accumulator_bytes=config.limits.max_accumulator_bytes
         )
+        limiter = RateLimiter(config.limits)  # shared with the web view: one budget of failed tokens
         guard = Guard(
             authenticator,
-            RateLimiter(config.limits),
+            limiter,
             metrics,
             reload_tokens=lambda: _reload_tokens(store, authenticator),
         )
@@ -236,6 +242,7 @@ async def _start(config: ServerConfig) -> _Running:
                     config.metrics_port,
                     f"a free TCP port on 127.0.0.1 ({exc.strerror or exc})",
                 ) from None
+        web = await _start_web(config, aggregator, authenticator, limiter)
         for name in ("", _COLLECTOR, _ANALYST):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         await server.start()
@@ -247,8 +254,11 @@ async def _start(config: ServerConfig) -> _Running:
             metrics=metrics,
             health=health_servicer,
             max_connections=max_connections,
+            web=web,
         )
     except BaseException:
+        if web is not None:
+            await web.stop()
         metrics.stop()
         await asyncio.to_thread(store.close)
         raise
@@ -266,6 +276,34 @@ async def _start(config: ServerConfig) -> _Running:
     return running
 
 
+async def _start_web(
+    config: ServerConfig, aggregator: Aggregator, authenticator: Authenticator, limiter: RateLimiter
+) -> WebView | None:
+    """The web view on ``web_host:web_port`` (None when off); the listen rule of the gRPC port holds."""
+    if config.web_port is None:
+        return None
+    if not authenticator.required and not is_loopback(config.web_host):
+        raise InvalidParameterError(
+            "web_host",
+            config.web_host,
+            "a loopback address (127.0.0.1, ::1 or localhost) while the database holds no access token:"
+            " create tokens first (`ldp-aggregator token create --role ROLE --db PATH`)",
+        )
+    context = None
+    if config.tls_cert is not None and config.tls_key is not None:
+        ca = None if config.tls_client_ca is None else str(config.tls_client_ca)
+        context = web_ssl_context(str(config.tls_cert), str(config.tls_key), ca)
+    web = WebView(
+        aggregator=aggregator,
+        authenticator=authenticator,
+        limiter=limiter,
+        ssl_context=context,
+        host=config.web_host,
+    )
+    await web.start(config.web_port)
+    return web
+
+
 def _log_started(config: ServerConfig, running: _Running) -> None:
     tls = "mutual" if config.tls_client_ca is not None else ("on" if config.tls_cert is not None else "off")
     where: dict[str, str] = (
@@ -280,6 +318,7 @@ def _log_started(config: ServerConfig, running: _Running) -> None:
         auth="on" if running.authenticator.required else "off",
         tokens=running.authenticator.active_tokens,
         metrics_port=running.metrics.port,
+        web=None if running.web is None else running.web.url,
         retain_raw=config.retain_raw,
         raw_retention_days=config.raw_retention_days,
         max_connections=running.max_connections,
@@ -319,6 +358,8 @@ async def _shutdown(running: _Running, grace_s: float) -> None:
     # Tell load balancers first, stop the background tasks, stop accepting new RPCs and let the in-flight
     # ones finish (they wait for their commit), then drain whatever is still queued in the store and close.
     await running.health.enter_graceful_shutdown()
+    if running.web is not None:
+        await running.web.stop()
     for task in running.tasks:
         task.cancel()
     for task in running.tasks:
@@ -329,8 +370,16 @@ async def _shutdown(running: _Running, grace_s: float) -> None:
     running.metrics.stop()
 
 
-async def serve(config: ServerConfig, *, on_ready: Callable[[int], None] | None = None) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully (raises the open-file limit first)."""
+async def serve(
+    config: ServerConfig,
+    *,
+    on_ready: Callable[[int], None] | None = None,
+    on_web: Callable[[str], None] | None = None,
+) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully (raises the open-file limit first).
+
+    ``on_ready`` gets the gRPC port once it serves; ``on_web`` then the web view's URL, if it is on.
+    """
     raise_open_file_limit()
     running = await _start(config)
     stop = asyncio.Event()
@@ -339,13 +388,20 @@ async def serve(config: ServerConfig, *, on_ready: Callable[[int], None] | None 
         loop.add_signal_handler(sig, stop.set)
     if on_ready is not None:
         on_ready(running.port)
+    if on_web is not None and running.web is not None:
+        on_web(running.web.url)
     await stop.wait()
     log_event(log, "shutting_down", note="draining in-flight requests and committing")
     await _shutdown(running, config.grace_s)
     log_event(log, "stopped", note="clean shutdown")
 
 
-def run_server(config: ServerConfig, *, on_ready: Callable[[int], None] | None = None) -> None:
+def run_server(
+    config: ServerConfig,
+    *,
+    on_ready: Callable[[int], None] | None = None,
+    on_web: Callable[[str], None] | None = None,
+) -> None:
     """Run :func:`serve` to completion on uvloop when it is installed, else on the standard asyncio loop.
 
     uvloop (a dependency of the ``aggregator`` extra) cuts the event loop's own per-call overhead: on this
@@ -355,9 +411,9 @@ def run_server(config: ServerConfig, *, on_ready: Callable[[int], None] | None =
     try:
         import uvloop
     except ImportError:  # e.g. Windows, or installed without the extra
-        asyncio.run(serve(config, on_ready=on_ready))
+        asyncio.run(serve(config, on_ready=on_ready, on_web=on_web))
     else:
-        uvloop.run(serve(config, on_ready=on_ready))
+        uvloop.run(serve(config, on_ready=on_ready, on_web=on_web))
 
 
 class BackgroundServer:
@@ -376,6 +432,11 @@ class BackgroundServer:
     @property
     def target(self) -> str:
         return f"{self.config.host}:{self.port}"
+
+    @property
+    def web_url(self) -> str | None:
+        """The web view's address (``http(s)://HOST:PORT/``), if it is on."""
+        return None if self._running is None or self._running.web is None else self._running.web.url
 
     @property
     def metrics_port(self) -> int | None:

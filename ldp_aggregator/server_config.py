@@ -28,6 +28,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _is_ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).version == 6
+    except ValueError:
+        return False
+
+
 def _positive(name: str, value: object) -> None:
     if (
         isinstance(value, bool)
@@ -55,6 +62,10 @@ class ServerConfig:
         tls_client_ca: PEM CA certificates; when set, clients must present a certificate signed by one of
             them (mutual TLS). Needs ``tls_cert``.
         metrics_port: Prometheus metrics on ``127.0.0.1:metrics_port`` (0: a free port; None: off).
+        web_port: The read-only web view (:mod:`ldp_aggregator.web`) on ``web_host:web_port`` (0: a free
+            port; None: off), with this configuration's TLS and the same access tokens.
+        web_host: The web view's address (default loopback; anything else needs an access token in the
+            database, as ``listen`` does).
         raw_retention_days: Raw reports older than this are deleted by a periodic purge (None: kept).
         purge_interval_s: How often the retention purge runs.
         token_refresh_s: How often valid tokens are re-read from the database (revocations take effect
@@ -81,6 +92,8 @@ class ServerConfig:
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
     metrics_port: int | None = None
+    web_port: int | None = None
+    web_host: str = "127.0.0.1"
     raw_retention_days: float | None = None
     purge_interval_s: float = 3600.0
     token_refresh_s: float = 1.0
@@ -117,6 +130,17 @@ class ServerConfig:
         mp = self.metrics_port
         if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or not 0 <= mp <= 65535):
             raise InvalidParameterError("metrics_port", mp, "a port in [0, 65535] (0: any free port) or None")
+        wp = self.web_port
+        if wp is not None and (isinstance(wp, bool) or not isinstance(wp, int) or not 0 <= wp <= 65535):
+            raise InvalidParameterError("web_port", wp, "a port in [0, 65535] (0: any free port) or None")
+        wh = self.web_host
+        if (
+            not isinstance(wh, str)
+            or not wh
+            or any(c.isspace() for c in wh)
+            or (":" in wh and not _is_ipv6(wh))
+        ):
+            raise InvalidParameterError("web_host", wh, "a host name or IP address (IPv6 with or without [])")
         if self.raw_retention_days is not None:
             _positive("raw_retention_days", self.raw_retention_days)
         _positive("grace_s", self.grace_s)

@@ -482,6 +482,27 @@ class Aggregator:
             reports=lambda: self.store.raw_payloads(campaign_id),  # read only by discovery (issue 16)
         )
 
+    # The Analyst service's answers as messages: what its servicer sends and what the web view
+    # (ldp_aggregator.web) shows, made by these three methods only, so both always carry the same numbers.
+
+    def estimate_message(self, campaign_id: str, **options: Any) -> estimates_pb2.EstimateResponse:
+        """``Analyst.GetEstimate``'s answer: :meth:`estimate` (same options) with its ``note``."""
+        response = estimate_to_proto(self.estimate(campaign_id, **options))
+        response.note = self.estimate_note(campaign_id, options.get("candidates", ()))
+        return response
+
+    def decode_message(self, campaign_id: str, **options: Any) -> decode_pb2.DecodeRapporResponse:
+        """``Analyst.DecodeRappor``'s answer: :meth:`decode_rappor` (same options) as its message."""
+        from ldp_aggregator.rappor_decode import decode_to_proto
+
+        return decode_to_proto(self.decode_rappor(campaign_id, **options), campaign_id)
+
+    def association_message(self, campaign_id: str, **options: Any) -> decode_pb2.AssociationResponse:
+        """``Analyst.EstimateAssociation``'s answer: :meth:`estimate_association` as its message."""
+        from ldp_aggregator.association import association_to_proto
+
+        return association_to_proto(self.estimate_association(campaign_id, **options), campaign_id)
+
 
 class CollectorServicer(collector_pb2_grpc.CollectorServicer):
     """``ldp.v1.Collector``: what devices call."""
@@ -574,18 +595,14 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
         self, request: estimates_pb2.EstimateRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> estimates_pb2.EstimateResponse:
         async def work() -> estimates_pb2.EstimateResponse:
-            confidence = request.confidence or 0.95
             # Estimation can take a while (candidate regression): keep the event loop free for ingest.
-            est = await asyncio.to_thread(
-                self._agg.estimate,
+            return await asyncio.to_thread(
+                self._agg.estimate_message,
                 request.campaign_id,
                 candidates=tuple(request.candidates),
-                confidence=confidence,
+                confidence=request.confidence or 0.95,
                 population_size=request.population_size or None,
             )
-            response = estimate_to_proto(est)
-            response.note = self._agg.estimate_note(request.campaign_id, tuple(request.candidates))
-            return response
 
         return await _call(context, work())
 
@@ -615,12 +632,12 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
         self, request: decode_pb2.DecodeRapporRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> decode_pb2.DecodeRapporResponse:
         """``Analyst.DecodeRappor`` (issue 5): see :mod:`ldp_aggregator.rappor_decode`."""
-        from ldp_aggregator.rappor_decode import correction_from_proto, decode_to_proto
+        from ldp_aggregator.rappor_decode import correction_from_proto
 
         async def work() -> decode_pb2.DecodeRapporResponse:
             # Decoding runs a regression over up to 10^5 candidates: off the event loop.
-            result = await asyncio.to_thread(
-                self._agg.decode_rappor,
+            return await asyncio.to_thread(
+                self._agg.decode_message,
                 request.campaign_id,
                 candidates=tuple(request.candidates),
                 confidence=request.confidence or 0.95,
@@ -628,7 +645,6 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
                 correction=correction_from_proto(request.correction),
                 selection_z=request.selection_z or None,
             )
-            return decode_to_proto(result, request.campaign_id)
 
         return await _call(context, work())
 
@@ -636,12 +652,11 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
         self, request: decode_pb2.AssociationRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> decode_pb2.AssociationResponse:
         """``Analyst.EstimateAssociation`` (issue 5): see :mod:`ldp_aggregator.association`."""
-        from ldp_aggregator.association import association_to_proto
 
         async def work() -> decode_pb2.AssociationResponse:
             # EM over every retained report: off the event loop.
-            result = await asyncio.to_thread(
-                self._agg.estimate_association,
+            return await asyncio.to_thread(
+                self._agg.association_message,
                 request.campaign_id,
                 first_candidates=tuple(request.first_candidates),
                 second_candidates=tuple(request.second_candidates),
@@ -650,6 +665,5 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
                 max_iterations=request.max_iterations or None,
                 tolerance=request.tolerance or None,
             )
-            return association_to_proto(result, request.campaign_id)
 
         return await _call(context, work())

@@ -10,12 +10,17 @@
 4. Reads the estimates back, prints them with their 95% intervals next to the truth, writes a plot, and
    stops the server with SIGTERM (graceful: drain, commit, exit 0).
 
+The aggregator's read-only web view (``docs/web.md``) is on while it runs, at the address printed after
+"web view"; ``--keep-web`` (``make demo KEEP_WEB=1``) keeps the aggregator and its view up after the
+demo, until Ctrl-C.
+
 Run ``python -m simulations.demo --help`` for the options.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import signal
 import subprocess
@@ -62,20 +67,24 @@ def _fresh_database(db: Path) -> None:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
-def _start_server(db: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(db), "--listen", "127.0.0.1:0"]
+def _start_server(db: Path, log: Path, web_port: int) -> tuple[subprocess.Popen[str], str, str]:
+    """The aggregator with its web view (docs/web.md) on ``web_port`` (0: a free port); (process, gRPC
+    target, web view URL)."""
+    cmd = [sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(db), "--listen", "127.0.0.1:0",
+           "--web-port", str(web_port)]  # fmt: skip
     with log.open("w", encoding="utf-8") as log_file:  # the server's log lines, for when it fails
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, text=True)
     if proc.stdout is None:  # unreachable: stdout is a pipe
         raise SystemExit("the aggregator did not start: no stdout pipe")
     line = proc.stdout.readline()
     match = re.search(r"ready on port (\d+)", line)
-    if match is None:
+    web = re.search(r"web view on (\S+)", proc.stdout.readline() if match else "")
+    if match is None or web is None:
         proc.kill()
         proc.wait()
         lines = log.read_text(encoding="utf-8").strip().splitlines()
         raise SystemExit(f"the aggregator did not start: {lines[-1] if lines else line!r} (log: {log})")
-    return proc, f"127.0.0.1:{match.group(1)}"
+    return proc, f"127.0.0.1:{match.group(1)}", web.group(1)
 
 
 def _plot(results: list[tuple[str, SimulationResult]], path: Path) -> None:
@@ -105,6 +114,17 @@ def _plot(results: list[tuple[str, SimulationResult]], path: Path) -> None:
     plt.close(fig)
 
 
+def _keep_web(server: subprocess.Popen[str], web: str) -> None:
+    """Wait, the web view up, until Ctrl-C (or the aggregator stops by itself)."""
+    console.print(f"the web view stays up at {web} : Ctrl-C stops the aggregator", soft_wrap=True)
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C reached the aggregator too (same process group): it drains and stops by itself.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=60)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--users", type=int, default=100_000, help="users per campaign (default 100,000)")
@@ -116,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=Path("demo-output"), help="where the plot and inputs go")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument(
+        "--web-port", type=int, default=0, help="port of the read-only web view (default: a free port)"
+    )
+    ap.add_argument(
+        "--keep-web",
+        action="store_true",
+        help="keep the aggregator and its web view up after the demo, until Ctrl-C (make demo KEEP_WEB=1)",
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     db: Path = args.db if args.db is not None else args.out / "demo.sqlite3"
@@ -142,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     results: list[tuple[str, SimulationResult]] = []
     failed = False
-    server, target = _start_server(db, args.out / "aggregator.log")
+    server, target, web = _start_server(db, args.out / "aggregator.log", args.web_port)
     console.print(f"[bold]aggregator[/bold] started on {target}, database {db} (pid {server.pid})")
+    console.print(f"[bold]web view[/bold] (read-only, docs/web.md): {web}", soft_wrap=True)
     try:
         for i, (question, base) in enumerate(campaigns):
             config = base.with_changes(
@@ -167,19 +196,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             console.print(items_table(res, max_rows=25))
             console.print(metrics_table(res))
+        if not failed:
+            plot = args.out / "demo.png"
+            _plot(results, plot)
+            console.rule()
+            console.print(f"plot written to [bold]{plot}[/bold]")
+            if args.keep_web:
+                _keep_web(server, web)
     finally:
-        server.send_signal(signal.SIGTERM)
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=60)
         if server.stdout is not None:
             server.stdout.close()
     if failed:
         return 1
-    plot = args.out / "demo.png"
-    _plot(results, plot)
-    console.rule()
-    console.print(f"plot written to [bold]{plot}[/bold]")
+    how = "SIGINT (Ctrl-C)" if args.keep_web else "SIGTERM"
     console.print(
-        f"aggregator stopped with SIGTERM: exit code {code} ({'clean' if code == 0 else 'NOT clean'}); "
+        f"aggregator stopped with {how}: exit code {code} ({'clean' if code == 0 else 'NOT clean'}); "
         f"total {time.monotonic() - t0:.1f} s"
     )
     return 0 if code == 0 else 1

@@ -89,6 +89,7 @@ from ldp_aggregator.rappor_decode.campaign import (
     decode_campaign,
     decode_response_to_dict,
     decode_to_proto,
+    decodes,
 )
 from ldp_aggregator.rappor_decode.detection import detect, detection_threshold, selective_interval
 from ldp_aggregator.rappor_decode.direct import decode_direct
@@ -108,6 +109,7 @@ __all__ = [
     "decode_rappor_counts",
     "decode_response_to_dict",
     "decode_to_proto",
+    "decodes",
     "detect",
     "detection_threshold",
     "selective_interval",

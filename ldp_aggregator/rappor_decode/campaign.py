@@ -26,6 +26,7 @@ __all__ = [
     "decode_campaign",
     "decode_response_to_dict",
     "decode_to_proto",
+    "decodes",
 ]
 
 
@@ -40,6 +41,11 @@ def _family_spec(params: object, allowed: str) -> MechanismSpec[Any]:
     if not isinstance(spec, RapporFamilySpec):
         raise InvalidParameterError("mechanism", getattr(params, "name", params), allowed)
     return spec
+
+
+def decodes(params: object) -> bool:
+    """Whether :func:`decode` (``Analyst.DecodeRappor``) decodes campaigns with these parameters."""
+    return isinstance(registry.find(params), RapporFamilySpec)
 
 
 def decode(

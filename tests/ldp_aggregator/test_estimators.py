@@ -763,3 +763,19 @@ def test_extra_variance_is_checked(extra: object, allowed: str) -> None:
     with pytest.raises(InvalidParameterError) as info:
         pure_oracle_arrays([10, 20], 100, 0.6, 0.2, extra_variance=extra)  # type: ignore[arg-type]
     assert info.value.field == "extra_variance" and allowed in info.value.allowed
+
+
+def test_more_rappor_candidates_than_cohort_bits_with_reports_are_refused() -> None:
+    """Issue 19: the count check comes first (before the M x M normal matrix, 16 s at M = 10^4; the web
+    view's campaign page asks GetEstimate for such campaigns), and names the limit."""
+    params = RapporParams(k=8, h=2, m=2)
+    acc = BitCountAccumulator.from_sums((np.array([100, 0]), np.zeros((2, 8), dtype=np.int64)))
+    cands = [f"c{i}" for i in range(9)]  # one cohort with reports x 8 bits = 8 equations
+    with pytest.raises(InvalidParameterError, match=r"at most 8 \(cohorts with reports x k bits\)"):
+        estimate_rappor_candidates(params, acc, campaign_id="x", candidates=cands)
+    # With both cohorts reported, 9 candidates are no longer refused for their number.
+    both = BitCountAccumulator.from_sums((np.array([100, 100]), np.full((2, 8), 30, dtype=np.int64)))
+    try:
+        estimate_rappor_candidates(params, both, campaign_id="x", candidates=cands)
+    except InvalidParameterError as exc:
+        assert "cohorts with reports x k bits" not in str(exc)

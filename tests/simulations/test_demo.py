@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -36,6 +43,7 @@ def test_demo_runs_end_to_end_on_a_database_of_its_own(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "exit code 0 (clean)" in out
+    assert "web view (read-only, docs/web.md): http://127.0.0.1:" in out  # issue 19
     for question in ("password manager", "browser", "home page"):
         assert question in out
     png = Path("demo-output") / "demo.png"
@@ -54,3 +62,35 @@ def test_demo_runs_end_to_end_on_a_database_of_its_own(
         assert len(store.list_campaigns()) == 3
     finally:
         store.close()
+
+
+@pytest.mark.timeout(180)
+def test_demo_keeps_its_web_view_up_until_ctrl_c(tmp_path: Path) -> None:
+    """Issue 19: ``--keep-web`` (``make demo KEEP_WEB=1``): after the demo the aggregator and its web view
+    stay up with the demo's campaigns, until Ctrl-C (SIGINT to the process group, as a terminal sends)."""
+    cmd = [sys.executable, "-m", "simulations.demo", "--users", "2000", "--out", str(tmp_path), "--keep-web"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "stays up at" in line:
+                break
+        url = re.search(r"stays up at (\S+)", lines[-1])
+        assert url is not None, "".join(lines)
+        with urllib.request.urlopen(url.group(1) + "api/campaigns", timeout=30) as resp:
+            doc = json.loads(resp.read())
+        assert [c["n_reports"] for c in doc["campaigns"]] == [2000, 2000, 2000]
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0, rest
+        assert "exit code 0 (clean)" in rest
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()

@@ -1,0 +1,443 @@
+"""Server-rendered HTML of the web view: the campaigns list, a campaign, login and error pages.
+
+Plain HTML with one inline style sheet and inline SVG plots (:mod:`ldp_aggregator.web.svg`); no script
+(the pages' Content-Security-Policy forbids any). Every text from the store goes through
+:func:`html.escape`. Every number in a table cell carries its exact value in ``data-value`` (``repr`` of
+the float, as in the JSON), and shows a rounded form; long tables are split into pages of
+:data:`PAGE_SIZE` rows, the plots show the :data:`PLOT_ROWS` largest estimates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from html import escape
+from typing import Any, Final
+from urllib.parse import quote, urlencode
+
+from ldp_aggregator.web.svg import PlotRow, interval_plot
+
+__all__ = ["PAGE_SIZE", "PLOT_ROWS", "campaign_page", "campaigns_page", "error_page", "fmt", "login_page"]
+
+PAGE_SIZE: Final = 100
+PLOT_ROWS: Final = 40
+
+_CSS: Final = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
+header{background:#1d2430;color:#fff;padding:.6em 1.2em}header a{color:#fff;text-decoration:none}
+main{padding:1em 1.2em;max-width:1100px}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;background:#fff;margin:.5em 0}
+th,td{padding:.25em .6em;border:1px solid #d5d9e0}
+th{background:#eef0f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}
+.err{background:#fdecea;border-left:4px solid #c62828;padding:.4em .8em}
+.muted{color:#5b6575}.yes{color:#1b5e20;font-weight:600}.no{color:#8a8f98}
+dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}
+svg.plot{background:#fff;border:1px solid #d5d9e0}svg text{font:11px system-ui,sans-serif;fill:#1d2430}
+svg .lab{text-anchor:end}svg .tick,svg .axis{text-anchor:middle;fill:#5b6575}
+svg .grid{stroke:#eef0f4}svg .zero{stroke:#8a8f98}svg .ci{stroke:#3b6ea8;stroke-width:2}
+svg .pt,svg .det{fill:#3b6ea8}svg .nodet{fill:#fff;stroke:#3b6ea8;stroke-width:1.5}
+nav.pages a{margin-right:.6em}
+"""
+
+
+def fmt(value: Any) -> str:
+    """A number for people: thousands separated, about four significant digits; ``"inf"`` as ∞."""
+    if isinstance(value, str):
+        return {"inf": "∞", "-inf": "-∞"}.get(value, value)
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else ("yes" if value else "no")
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not math.isfinite(value):
+        return "∞" if value > 0 else ("-∞" if value < 0 else "nan")
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _num(value: Any) -> str:
+    return f'<td class="n" data-value="{escape(repr(value))}">{escape(fmt(value))}</td>'
+
+
+def _txt(value: Any, cls: str = "") -> str:
+    return f"<td{f' class={cls!r}' if cls else ''}>{escape(str(value))}</td>"
+
+
+def layout(title: str, body: str, *, refresh_s: int | None = None) -> str:
+    """A complete page."""
+    meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">{meta}'
+        f"<title>{escape(title)} · ldp-aggregator</title><style>{_CSS}</style></head><body>"
+        '<header><a href="/">ldp-aggregator</a> · read-only view</header>'
+        f"<main>{body}</main></body></html>"
+    )
+
+
+def campaign_href(campaign_id: str) -> str:
+    return "/campaigns/" + quote(campaign_id, safe="")
+
+
+def campaigns_page(doc: dict[str, Any]) -> str:
+    """The list: mechanism, epsilon, reports received and rates of every campaign."""
+    rows = []
+    for c in doc["campaigns"]:
+        rate = c["rate"]
+        recent = rate["reports_per_s_recent"]
+        rows.append(
+            "<tr>"
+            f'<td><a href="{campaign_href(c["id"])}">{escape(c["id"])}</a>'
+            f'<div class="muted">{escape(c["description"])}</div></td>'
+            + _txt(c["mechanism"])
+            + _num(c["epsilon"])
+            + _num(c["epsilon_inf"])
+            + _num(c["n_reports"])
+            + _num(c["n_batches"])
+            + (_num(recent) if recent is not None else '<td class="muted">after the next load</td>')
+            + _num(rate["reports_per_s_since_created"])
+            + _txt("closed" if c["closed"] else "collecting")
+            + _txt(time.strftime("%Y-%m-%d %H:%M", time.gmtime(c["created_unix_ms"] / 1000)) + " UTC")
+            + "</tr>"
+        )
+    table = (
+        '<table id="campaigns"><tr><th>campaign</th><th>mechanism</th><th>ε per report</th><th>ε∞</th>'
+        "<th>reports</th><th>batches</th><th>reports/s (recent)</th><th>reports/s (since created)</th>"
+        "<th>status</th><th>created</th></tr>" + "".join(rows) + "</table>"
+        if rows
+        else '<p class="note">No campaigns yet.</p>'
+    )
+    body = (
+        f"<h1>Campaigns ({len(doc['campaigns'])})</h1>{table}"
+        '<p class="muted">Recent rate: over this view\'s own samples of the last 5 minutes (the page '
+        'reloads every 15 s). JSON: <a href="/api/campaigns">/api/campaigns</a>.</p>'
+    )
+    return layout("campaigns", body, refresh_s=15)
+
+
+def _pager(total: int, page: int, link: Callable[[int], str]) -> str:
+    pages = max(1, math.ceil(total / PAGE_SIZE))
+    if pages == 1:
+        return ""
+    parts = [f"rows {(page - 1) * PAGE_SIZE + 1:,}–{min(page * PAGE_SIZE, total):,} of {total:,}:"]
+    if page > 1:
+        parts.append(f'<a href="{escape(link(page - 1))}">previous</a>')
+    if page < pages:
+        parts.append(f'<a href="{escape(link(page + 1))}">next</a>')
+    parts.append(f"page {page} of {pages}")
+    return f'<nav class="pages">{" ".join(parts)}</nav>'
+
+
+def _by_count(items: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return sorted(items, key=lambda it: -it[key] if isinstance(it[key], int | float) else 0.0)
+
+
+def _items_section(
+    title: str,
+    items: Sequence[dict[str, Any]],
+    columns: Sequence[tuple[str, str]],
+    *,
+    value: str,
+    detected: Callable[[dict[str, Any]], bool] | None,
+    page: int,
+    link: Callable[[int], str],
+    table_id: str,
+    axis_label: str,
+) -> str:
+    """A plot of the largest ``PLOT_ROWS`` items and one page of the table of all, largest first."""
+    ranked = _by_count(items, value)
+    plot = interval_plot(
+        [
+            PlotRow(
+                label=it["label"],
+                value=float(it[value]),
+                low=float(it["ci_low"]),
+                high=float(it["ci_high"]),
+                detected=None if detected is None else detected(it),
+            )
+            for it in ranked[:PLOT_ROWS]
+        ],
+        axis_label=axis_label,
+        caption=f"{title}: the {min(PLOT_ROWS, len(ranked))} largest of {len(ranked):,}, with intervals"
+        + ("; filled = detected" if detected is not None else ""),
+    )
+    shown = ranked[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    head = "".join(f"<th>{escape(h)}</th>" for h, _ in columns)
+    if detected is not None:
+        head += "<th>detected</th>"
+    rows = []
+    for it in shown:
+        cells = "".join(_txt(it[k]) if k == "label" else _num(it[k]) for _, k in columns)
+        if detected is not None:
+            d = detected(it)
+            cells += f'<td class="{"yes" if d else "no"}" data-value="{str(d).lower()}">{fmt(d)}</td>'
+        rows.append(f"<tr>{cells}</tr>")
+    pager = _pager(len(ranked), page, link)
+    return (
+        f"{plot}{pager}<table id={table_id!r}><tr>{head}</tr>{''.join(rows)}</table>{pager}"
+        if rows
+        else '<p class="muted">No items.</p>'
+    )
+
+
+def _error(section: dict[str, Any]) -> str:
+    e = section["error"]
+    return f'<p class="err">The Analyst service answers {escape(e["code"])}: {escape(e["message"])}</p>'
+
+
+_ITEM_COLUMNS: Final = (
+    ("item", "label"),
+    ("count", "count"),
+    ("frequency", "frequency"),
+    ("std error", "std_error"),
+    ("interval low", "ci_low"),
+    ("interval high", "ci_high"),
+)
+
+
+def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -> str:
+    conf = f"{est['confidence']:.0%}"
+    parts = [f"<h2>Estimate <span class='muted'>(Analyst.GetEstimate, {conf} intervals)</span></h2>"]
+    if est.get("note"):
+        parts.append(f'<p class="note">{escape(est["note"])}</p>')
+    if est["n_reports"] == 0:
+        parts.append('<p class="note">No reports yet.</p>')
+    elif not any(est.get(k) for k in ("items", "means", "levels", "rappor_bits", "note")):
+        parts.append('<p class="muted">No per-item estimate for this mechanism: see below.</p>')
+    if est["items"]:
+        # Discovery (issue 16): the values found are the items; each is "detected" when its interval
+        # lies above zero (the level loop ranks, it does not test).
+        discovery = "levels" in est
+        items, columns = _with_postprocessed(est)
+        parts.append(
+            _items_section(
+                "estimates",
+                items,
+                columns,
+                value="count",
+                detected=(lambda it: it["ci_low"] > 0) if discovery else None,
+                page=page,
+                link=link,
+                table_id="estimate-items",
+                axis_label="estimated count",
+            )
+        )
+    if est.get("means"):
+        rows = [
+            PlotRow(label=m["label"], value=m["mean"], low=m["ci_low"], high=m["ci_high"])
+            for m in est["means"]
+            if all(isinstance(m[k], float | int) for k in ("mean", "ci_low", "ci_high"))
+        ]
+        parts.append(interval_plot(rows, axis_label="mean", caption=f"means with {conf} intervals"))
+        cols = (
+            "mean",
+            "std_error",
+            "ci_low",
+            "ci_high",
+            "sum",
+            "sum_std_error",
+            "sum_ci_low",
+            "sum_ci_high",
+            "n",
+        )
+        head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in ("attribute", *cols))
+        body = "".join(
+            "<tr>" + _txt(m["label"]) + "".join(_num(m[c]) for c in cols) + "</tr>" for m in est["means"]
+        )
+        parts.append(f'<table id="means"><tr>{head}</tr>{body}</table>')
+    if "levels" in est:
+        head = "<tr><th>level</th><th>reports</th><th>tested</th><th>kept</th><th>threshold</th></tr>"
+        body = "".join(
+            "<tr>"
+            + "".join(_num(lv[k]) for k in ("level", "reports", "tested", "kept", "threshold"))
+            + "</tr>"
+            for lv in est["levels"]
+        )
+        parts.append(f'<h3>Discovery levels</h3><table id="levels">{head}{body}</table>')
+    if "rappor_bits" in est:
+        b = est["rappor_bits"]
+        with_reports = sum(1 for r in b["cohort_reports"] if r > 0)
+        parts.append(
+            f"<p>Debiased Bloom-filter bit counts: {b['m']:,} cohorts × {b['k']:,} bits, {with_reports:,} "
+            "cohorts with reports (all of them in the JSON).</p>"
+        )
+    if est.get("postprocessed") and est["items"]:
+        methods = ", ".join(pp["method"] for pp in est["postprocessed"])
+        parts.append(
+            f'<p class="muted">Post-processed columns ({escape(methods)}): consistent counts (non-negative,'
+            " summing to the total), biased, without intervals; beside the unbiased estimate.</p>"
+        )
+    return "".join(parts)
+
+
+def _with_postprocessed(est: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The items with their post-processed counts (issue 6) as more columns, one per method, so that they
+    share the table's pages."""
+    items = [dict(it) for it in est["items"]]
+    columns = list(_ITEM_COLUMNS)
+    for pp in est.get("postprocessed", []):
+        if len(pp["counts"]) != len(items):
+            continue
+        key = f"postprocessed:{pp['method']}"
+        for it, count in zip(items, pp["counts"], strict=True):
+            it[key] = count
+        columns.append((f"{pp['method']} count", key))
+    return items, columns
+
+
+_DECODE_COLUMNS: Final = (
+    ("candidate", "label"),
+    ("count", "count"),
+    ("proportion", "proportion"),
+    ("std error", "std_error"),
+    ("interval low", "ci_low"),
+    ("interval high", "ci_high"),
+    ("z", "z"),
+    ("p-value", "p_value"),
+)
+
+
+def _decode_html(dec: dict[str, Any], page: int, link: Callable[[int], str]) -> str:
+    th = dec["threshold"]
+    summary = (
+        f"<dl><dt>method</dt><dd>{escape(dec['method'])}</dd>"
+        f"<dt>detected</dt><dd>{dec['n_detected']:,} of {len(dec['candidates']):,} candidates "
+        f"({escape(dec['correction'])}, alpha {fmt(dec['alpha'])}); {dec['n_selected']:,} selected</dd>"
+        f"<dt>detection threshold</dt><dd>count {fmt(th['count'])} (z {fmt(th['z'])})</dd>"
+        f"<dt>explained mass</dt><dd>{fmt(dec['explained_mass'])} (unexplained {fmt(dec['unexplained_mass'])}"
+        f" ± {fmt(dec['unexplained_mass_se'])})</dd></dl>"
+    )
+    warnings = "".join(f'<p class="note">{escape(w)}</p>' for w in dec["warnings"])
+    table = _items_section(
+        "decoded counts",
+        dec["candidates"],
+        _DECODE_COLUMNS,
+        value="count",
+        detected=lambda c: bool(c["detected"]),
+        page=page,
+        link=link,
+        table_id="decode-candidates",
+        axis_label="estimated count",
+    )
+    return f"<h2>Decode <span class='muted'>(Analyst.DecodeRappor)</span></h2>{summary}{warnings}{table}"
+
+
+def _association_html(a: dict[str, Any]) -> str:
+    cols = a["col_labels"]
+    head = "<tr><th></th>" + "".join(f"<th>{escape(c)}</th>" for c in cols) + "</tr>"
+    top = max((p for row in a["joint"] for p in row), default=0.0) or 1.0
+    rows = []
+    for label, row, ses in zip(a["row_labels"], a["joint"], a["joint_std_error"], strict=True):
+        cells = "".join(
+            f'<td class="n" data-value="{p!r}" title="± {se:.4g}" '
+            f'style="background:rgba(59,110,168,{max(p, 0) / top * 0.6:.3f})">{fmt(p)}</td>'
+            for p, se in zip(row, ses, strict=True)
+        )
+        rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
+    ind = a["independence"]
+    margs = "".join(
+        interval_plot(
+            [
+                PlotRow(label=m["label"], value=m["proportion"], low=m["ci_low"], high=m["ci_high"])
+                for m in ms
+            ],
+            axis_label="proportion",
+            caption=f"{name} variable ({mech})",
+        )
+        for name, ms, mech in (
+            ("first", a["first"], a["first_mechanism"]),
+            ("second", a["second"], a["second_mechanism"]),
+        )
+    )
+    warnings = "".join(f'<p class="note">{escape(w)}</p>' for w in a["warnings"])
+    return (
+        "<h2>Association <span class='muted'>(Analyst.EstimateAssociation)</span></h2>"
+        f'<p>Joint proportions (rows: first variable, columns: second):</p><table id="joint">{head}'
+        f"{''.join(rows)}</table><p>Independence: likelihood-ratio statistic {fmt(ind['lr_statistic'])}, "
+        f"df {ind['df']}, p-value {fmt(ind['p_value'])}; EM {a['iterations']} iterations"
+        f"{'' if a['converged'] else ' (not converged)'}.</p>{warnings}{margs}"
+    )
+
+
+def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: Callable[[int], str]) -> str:
+    """One campaign: reports, rates, privacy, then each analysis (or "being computed")."""
+    rate = doc["rate"]
+    recent = rate["reports_per_s_recent"]
+    p = doc["privacy"]
+    head = (
+        f"<h1>{escape(doc['id'])}</h1>"
+        + (f"<p>{escape(doc['description'])}</p>" if doc["description"] else "")
+        + f"<dl id='summary'><dt>mechanism</dt><dd>{escape(doc['mechanism'])}</dd>"
+        f"<dt>status</dt><dd>{'closed' if doc['closed'] else 'collecting'}</dd>"
+        f"<dt>reports received</dt><dd data-value='{doc['n_reports']}'>{doc['n_reports']:,} in "
+        f"{doc['n_batches']:,} batch{'' if doc['n_batches'] == 1 else 'es'}</dd>"
+        f"<dt>rate</dt><dd>{fmt(rate['reports_per_s_since_created'])} reports/s since created"
+        + (
+            f"; {fmt(recent)} reports/s over the last {rate['recent_window_s']:.0f} s"
+            if recent is not None
+            else ""
+        )
+        + "</dd></dl>"
+        "<h2>Privacy</h2><dl id='privacy'>"
+        f"<dt>ε per report</dt><dd data-value='{escape(repr(p['epsilon']))}'>{fmt(p['epsilon'])}</dd>"
+        f"<dt>ε∞ (longitudinal)</dt><dd data-value='{escape(repr(p['epsilon_inf']))}'>{fmt(p['epsilon_inf'])}"
+        "</dd>"
+        f"<dt>a device's spend</dt><dd>{escape(p['device_spend'])}</dd></dl>"
+    )
+    parts = [head]
+    for name in doc["analyses"]:
+        section = doc[name]
+        if name in pending:
+            parts.append(
+                f'<h2>{name.capitalize()}</h2><p class="note" id="pending-{name}">Being computed (for '
+                f"{doc['n_reports']:,} reports); this page reloads itself every 2 s until it is ready.</p>"
+            )
+        elif "error" in section:
+            parts.append(f"<h2>{name.capitalize()}</h2>{_error(section)}")
+        elif name == "estimate":
+            parts.append(_estimate_html(section["answer"], page, link))
+        elif name == "decode":
+            parts.append(_decode_html(section["answer"], page, link))
+        else:
+            parts.append(_association_html(section["answer"]))
+    here = link(page)
+    json_link = here.replace("?", "?format=json&", 1) if "?" in here else here + "?format=json"
+    parts.append(
+        f'<p class="muted">The same numbers as JSON: <a href="{escape(json_link)}">format=json</a>.</p>'
+    )
+    return layout(doc["id"], "".join(parts), refresh_s=2 if pending else None)
+
+
+def page_link(path: str, params: dict[str, str]) -> Callable[[int], str]:
+    """Links to the pages of a table: the same options, another ``page``."""
+
+    def link(page: int) -> str:
+        q = {k: v for k, v in params.items() if k not in ("page", "format")}
+        if page > 1:
+            q["page"] = str(page)
+        return path + ("?" + urlencode(q) if q else "")
+
+    return link
+
+
+def login_page(next_path: str, message: str = "") -> str:
+    """A form that sends a token to ``/login`` (GET: this view accepts no other method)."""
+    err = f'<p class="err">{escape(message)}</p>' if message else ""
+    body = (
+        f"<h1>Sign in</h1>{err}<p>An analyst or admin token of this aggregator "
+        "(<code>ldp-aggregator token create --role analyst</code>). It is kept in a cookie for this site "
+        'only.</p><form method="get" action="/login"><input type="password" name="token" size="50" '
+        f'autocomplete="off" required><input type="hidden" name="next" value="{escape(next_path)}"> '
+        '<button type="submit">Sign in</button></form>'
+    )
+    return layout("sign in", body)
+
+
+def error_page(status: int, phrase: str, message: str) -> str:
+    return layout(
+        f"{status} {phrase}",
+        f'<h1>{status} {escape(phrase)}</h1><p class="err">{escape(message)}</p>'
+        '<p><a href="/">All campaigns</a></p>',
+    )
