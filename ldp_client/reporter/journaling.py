@@ -147,6 +147,7 @@ class JournalingReporter(ReporterState):
             items = self._encoded
             self._encoded = []
         if items:
+            self._persist_spend()
             self._append(items)
         if self._segment is not None:
             self._seal()
