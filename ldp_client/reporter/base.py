@@ -26,7 +26,7 @@ from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2_grpc, reports_p
 from ldp_client.errors import LdpError
 from ldp_client.params import MechanismParams
 from ldp_client.reporter.campaign import Budget
-from ldp_client.reporter.ledger import Caps, DeviceLedger, memo_key, pause_after_spend_for_tests
+from ldp_client.reporter.ledger import DeviceLedger, memo_key, memo_scope, pause_after_spend_for_tests
 from ldp_client.reporter.outbox import Batch, Outbox, Segment, params_fingerprint
 from ldp_client.reporter.policy import ReportCost
 from ldp_client.reporter.settings import BATCH_OVERHEAD_BYTES, ReporterSettings
@@ -65,7 +65,6 @@ class ReporterState:
     ) -> None:
         self._budget = Budget(campaign_id, settings.max_epsilon, settings.max_epsilon_inf)
         self._policy = settings.budget
-        self._caps = Caps.of(settings.budget)
         self._ledger: DeviceLedger | None = None  # acquired by the Reporter after the outbox lock
         self._batch_size = settings.batch_size
         self._max_age = settings.max_batch_age_s
@@ -148,35 +147,36 @@ class ReporterState:
         if ledger is None:  # pragma: no cover - the Reporter acquires it before any encoder exists
             raise RuntimeError("the device ledger is not open")
         cid = self.campaign_id
-        caps = self._caps
         cost = ReportCost(
             epsilon=float(params.epsilon),
             delta=float(wire.delta(params)),
             epsilon_inf=float(wire.epsilon_inf(params)),
             fingerprint=params_fingerprint(params),
         )
-        if not cost.memoized:
+        plan = ledger.plan(cid, cost, self._policy)
+        if not plan.memoized:
+            charge, cancel = ledger.charge_fresh, ledger.cancel
 
             def fresh(value: Any) -> Any:
-                charge = ledger.charge_fresh(cid, cost, caps)
+                token = charge(plan)
                 try:
                     return encode(value)
                 except BaseException:
-                    ledger.cancel(charge)  # the value was not encoded: no report, no cost
+                    cancel(plan, token)  # the value was not encoded: no report, no cost
                     raise
 
             return fresh
 
         spec = registry.spec_for(params)
         secret = self._load_secret()
+        scope = memo_scope(secret, cid, cost.fingerprint)
         # The HMAC of a memo key once per identity (bounded), as the encoder memoizes its PRR.
-        keyed = functools.lru_cache(maxsize=4096)(
-            lambda identity: memo_key(secret, cid, cost.fingerprint, identity)
-        )
+        keyed = functools.lru_cache(maxsize=4096)(lambda identity: memo_key(secret, scope, identity))
+        charge_memo = ledger.charge_memo
 
         def memoized(value: Any) -> Any:
             identity = spec.memo_identity(params, value)  # DomainError before anything is charged
-            ledger.charge_memo(cid, cost, None if identity is None else keyed(identity), caps)
+            charge_memo(plan, None if identity is None else keyed(identity))
             return encode(value)
 
         return memoized

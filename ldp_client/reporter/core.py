@@ -138,7 +138,6 @@ class Reporter(CampaignFetching, BatchSending):
 
         try:
             self._ledger = DeviceLedger.acquire(self._state_dir)
-            self._ledger.attach_window(self._policy.window_seconds)
             cache = self._dir / CAMPAIGN_CACHE
             start = pinned or (load_cached(cache, self._budget) if use_cached_campaign else None)
             if start is not None:

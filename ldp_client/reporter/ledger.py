@@ -38,9 +38,9 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, NoReturn
 
 from ldp_client.errors import BudgetExceededError, StateFileError
 from ldp_client.reporter.outbox import fsync_dir, read_records, record, write_all
@@ -75,120 +75,118 @@ def _lp(data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def memo_key(secret: ClientSecret, campaign_id: str, fingerprint: str, identity: bytes) -> bytes:
-    """HMAC-SHA256(secret, label || campaign || parameters' fingerprint || memo identity), length-prefixed.
+def memo_scope(secret: ClientSecret, campaign_id: str, fingerprint: str) -> bytes:
+    """HMAC-SHA256(secret, label || campaign || parameters' fingerprint), length-prefixed: computed once
+    per reporter, it scopes the memo keys of one campaign and parameter set."""
+    return secret.prf(MEMO_KEY_LABEL + _lp(campaign_id.encode("utf-8")) + _lp(fingerprint.encode("ascii")))
+
+
+def memo_key(secret: ClientSecret, scope: bytes, identity: bytes) -> bytes:
+    """HMAC-SHA256(secret, 0x01 || scope || memo identity): the ledger's key of a memoized value.
 
     Equal exactly when the mechanism memoizes one permanent response for both values (same campaign, same
-    parameters, same identity), so a repeat is recognised without storing the value.
+    parameters, same identity), so a repeat is recognised without storing the value. ``scope`` is
+    :func:`memo_scope` (32 bytes, so the message is uniquely parsed); a short identity keeps the message
+    within one SHA-256 block (the cost of a new value is two compressions).
     """
-    msg = MEMO_KEY_LABEL + _lp(campaign_id.encode("utf-8")) + _lp(fingerprint.encode("ascii")) + _lp(identity)
-    return secret.prf(msg)
+    return secret.prf(b"\x01" + scope + identity)
+
+
+Term = tuple[float, float]  # a charge's (epsilon, delta)
 
 
 class _Tally:
-    """A scope's total: exact unit sums (basic composition) and the terms, for another composer."""
+    """A scope's total: exact unit sums (basic composition), and its terms if another composer needs them."""
 
     __slots__ = ("delta_u", "eps_u", "terms")
 
-    def __init__(self) -> None:
+    def __init__(self, track_terms: bool) -> None:
         self.eps_u = 0
         self.delta_u = 0
-        self.terms: Counter[tuple[float, float]] = Counter()
+        self.terms: Counter[Term] | None = Counter() if track_terms else None
 
-    def add(self, eps: float, delta: float, n: int) -> None:
-        self.eps_u += to_units_up(eps) * n
-        self.delta_u += to_units_up(delta) * n
-        self.terms[(eps, delta)] += n
-
-    def sub(self, eps: float, delta: float, n: int) -> None:
-        self.eps_u -= to_units_up(eps) * n
-        self.delta_u -= to_units_up(delta) * n
-        self.terms[(eps, delta)] -= n
-        if self.terms[(eps, delta)] <= 0:
-            del self.terms[(eps, delta)]
+    def add(self, eps_u: int, delta_u: int, term: Term, n: int) -> None:
+        self.eps_u += eps_u * n
+        self.delta_u += delta_u * n
+        if self.terms is not None:
+            self.terms[term] += n
 
     def spend(self, compose: Composer) -> Spend:
-        if compose is compose_basic:
+        if self.terms is None:
             return Spend(from_units(self.eps_u), from_units(self.delta_u))
-        eps, delta = compose([(e, d, k) for (e, d), k in self.terms.items()])
+        eps, delta = compose([(e, d, k) for (e, d), k in self.terms.items() if k > 0])
         return Spend(eps, delta)
 
 
 class _Window:
-    """Charges of the last ``seconds``: per (second, epsilon, delta) entries, oldest first."""
+    """Charges of the last ``seconds``: entries ``[second, eps_u, delta_u, term, n]``, oldest first, one per
+    second and cost (charges are timed to the second, rounded up: they leave no earlier than they should)."""
 
     __slots__ = ("entries", "seconds", "tally")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, track_terms: bool) -> None:
         self.seconds = seconds
-        self.tally = _Tally()
-        self.entries: deque[list[Any]] = deque()  # [second, eps, delta, n]
+        self.tally = _Tally(track_terms)
+        self.entries: deque[list[Any]] = deque()
 
-    def add(self, sec: int, eps: float, delta: float, n: int) -> list[Any]:
-        last = self.entries[-1] if self.entries else None
-        if last is not None and last[0] == sec and last[1] == eps and last[2] == delta:
-            last[3] += n
-        else:
-            last = [sec, eps, delta, n]
-            self.entries.append(last)
-        self.tally.add(eps, delta, n)
-        return last
+    def add(self, sec: int, eps_u: int, delta_u: int, term: Term, n: int) -> None:
+        entries = self.entries
+        if entries:
+            last = entries[-1]
+            if last[0] == sec and last[3] == term:
+                last[4] += n
+                self.tally.add(eps_u, delta_u, term, n)
+                return
+            if entries[0][0] <= sec - self.seconds:
+                self.prune(sec)
+        entries.append([sec, eps_u, delta_u, term, n])
+        self.tally.add(eps_u, delta_u, term, n)
 
-    def prune(self, now: float) -> None:
-        # An entry's second is the ceiling of its charges' times: it leaves the window no earlier than they.
+    def prune(self, now: int) -> None:
         entries = self.entries
         while entries and entries[0][0] <= now - self.seconds:
-            _sec, eps, delta, n = entries.popleft()
-            self.tally.sub(eps, delta, n)
+            _sec, eps_u, delta_u, term, n = entries.popleft()
+            self.tally.add(eps_u, delta_u, term, -n)
+
+    def take_back(self, sec: int, term: Term) -> None:
+        """Remove one charge of ``term`` at ``sec`` if it is still in the window (cancel)."""
+        for entry in reversed(self.entries):
+            if entry[0] < sec:
+                return
+            if entry[0] == sec and entry[3] == term and entry[4] > 0:
+                entry[4] -= 1
+                self.tally.add(entry[1], entry[2], term, -1)
+                return
 
 
 @dataclass(slots=True)
 class _CampaignState:
-    tally: _Tally = field(default_factory=_Tally)
+    tally: _Tally
+    first_at: int
+    last_at: int
     fresh_reports: int = 0
     memo_values: int = 0
     memo_reports: int = 0
-    first_at: float = math.inf
-    last_at: float = 0.0
-
-    def seen(self, sec: float) -> None:
-        self.first_at = min(self.first_at, sec)
-        self.last_at = max(self.last_at, sec)
-
-
-@dataclass(slots=True)
-class FreshCharge:
-    """A reserved fresh charge (:meth:`DeviceLedger.cancel` undoes it while it is not yet persisted)."""
-
-    campaign_id: str
-    epsilon: float
-    delta: float
-    sec: int
-    windows: list[tuple[_Window, list[Any]]]
-    persisted: bool = False
-    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class Caps:
-    """A policy's caps in units (rounded down), computed once per reporter."""
+class ChargePlan:
+    """One reporter's charge, precomputed (:meth:`DeviceLedger.plan`): its cost in units and its caps."""
 
+    campaign_id: str
     policy: BudgetPolicy
-    lifetime: tuple[int | None, int | None]
-    window: tuple[int | None, int | None]
-    campaign: tuple[int | None, int | None]
+    term: Term  # (epsilon, delta) charged: per fresh report, or per new memoized value (epsilon_inf)
+    eps_u: int
+    delta_u: int
+    memoized: bool
+    what: str
+    # (scope, unit, cap in units) of each cap set; empty: nothing to check
+    checks: tuple[tuple[str, str, int], ...]
+    key: tuple[str, float, float]  # (campaign_id, epsilon, delta) of its pending charges
 
-    @classmethod
-    def of(cls, policy: BudgetPolicy) -> Caps:
-        def u(x: float | None) -> int | None:
-            return None if x is None else to_units_down(x)
 
-        return cls(
-            policy=policy,
-            lifetime=(u(policy.lifetime_epsilon), u(policy.lifetime_delta)),
-            window=(u(policy.window_epsilon), u(policy.window_delta)),
-            campaign=(u(policy.campaign_epsilon), u(policy.campaign_delta)),
-        )
+FreshToken = tuple[tuple[str, float, float, int], int]
+"""A reserved fresh charge: (its pending key, the persist generation), for :meth:`DeviceLedger.cancel`."""
 
 
 class DeviceLedger:
@@ -197,7 +195,7 @@ class DeviceLedger:
     Args (of :meth:`acquire`):
         state_dir: the app's state directory (the ledger is ``state_dir/ledger/spend.log``).
         compose: the composition rule of the totals (:func:`~ldp_client.reporter.policy.compose_basic`;
-            the seam for an accountant).
+            the seam for an accountant: with another composer the caps are checked against its totals).
         clock: Unix time in seconds (tests pass their own).
     """
 
@@ -208,20 +206,30 @@ class DeviceLedger:
         self.directory = directory
         self._fd = fd
         self._compose = compose
+        self._terms = compose is not compose_basic
         self._clock = clock
         self._refs = 0
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
-        self._lifetime = _Tally()
+        self._lifetime = _Tally(self._terms)
         self._campaigns: dict[str, _CampaignState] = {}
         self._memo: dict[bytes, str] = {}  # memo key -> campaign id
-        self._master = _Window(MAX_WINDOW_SECONDS)
+        self._master = _Window(MAX_WINDOW_SECONDS, self._terms)  # every charge of the longest window
         self._windows: dict[float, _Window] = {MAX_WINDOW_SECONDS: self._master}
         self._last_sec = 0
-        # Not yet persisted: fresh charges, new memo keys, and repeat counts of known keys.
-        self._pending_fresh: list[FreshCharge] = []
-        self._pending_memo: list[dict[str, Any]] = []
+        # Not yet persisted: fresh charges per (campaign, epsilon, delta, second), new memo keys per the
+        # same, and repeat counts of known keys; _gen counts persists, so a cancel never takes back a
+        # persisted charge.
+        self._pending_fresh: Counter[tuple[str, float, float, int]] = Counter()
+        self._pending_memo: dict[tuple[str, float, float, int], list[bytes]] = {}
         self._pending_repeats: Counter[bytes] = Counter()
+        self._gen = 0
+        # report() only counts a fresh charge in _pending_fresh; the totals are settled from it when a cap
+        # is checked, a snapshot taken or the charges persisted: _settled is how much of each count is in
+        # the totals already. Repeats of memoized values only count in _pending_repeats (their reports
+        # are added to the campaign's count when persisted).
+        self._settled: Counter[tuple[str, float, float, int]] = Counter()
+        self._settled_memo: Counter[tuple[str, float, float, int]] = Counter()
 
     # ----------------------------------------------------------------------------------- open, close
 
@@ -300,8 +308,7 @@ class DeviceLedger:
             os.fsync(self._fd)
         for payload in records:
             try:
-                rec = json.loads(payload)
-                self._replay(rec)
+                self._replay(json.loads(payload))
             except (ValueError, KeyError, TypeError) as exc:
                 raise StateFileError(
                     f"privacy ledger {str(path)!r} has an unreadable record ({exc}): allowed records "
@@ -310,44 +317,64 @@ class DeviceLedger:
                 ) from exc
 
     def _replay(self, rec: dict[str, Any]) -> None:
+        """Apply one record: ``f`` fresh reports (n), ``m`` new memo keys (h: their hex), ``r`` repeats
+        (h: hex -> n); each with its second t, ``f`` and ``m`` with campaign c and charge (e, d)."""
         kind = rec["k"]
         sec = int(rec["t"])
         self._last_sec = max(self._last_sec, sec)
         if kind == "r":
-            cid = self._memo[bytes.fromhex(rec["h"])]
-            state = self._campaigns[cid]
-            state.memo_reports += int(rec["n"])
-            state.seen(sec)
+            for key, n in rec["h"].items():
+                state = self._campaigns[self._memo[bytes.fromhex(key)]]
+                state.memo_reports += int(n)
+                state.last_at = max(state.last_at, sec)
             return
-        cid = str(rec["c"])
-        eps, delta = float(rec["e"]), float(rec["d"])
-        if kind == "f":
-            self._apply(cid, eps, delta, int(rec["n"]), sec)
-            self._campaigns[cid].fresh_reports += int(rec["n"])
-        elif kind == "m":
-            self._apply(cid, eps, delta, 1, sec)
-            self._memo[bytes.fromhex(rec["h"])] = cid
-            state = self._campaigns[cid]
-            state.memo_values += 1
-            state.memo_reports += 1
-        else:
+        if kind not in ("f", "m"):
             raise ValueError(f"record kind {kind!r}")
+        cid = str(rec["c"])
+        term = (float(rec["e"]), float(rec["d"]))
+        keys = [bytes.fromhex(h) for h in rec["h"]] if kind == "m" else []
+        n = int(rec["n"]) if kind == "f" else len(keys)
+        state = self._add_locked(cid, term, to_units_up(term[0]), to_units_up(term[1]), n, sec)
+        if kind == "f":
+            state.fresh_reports += n
+        for key in keys:
+            self._memo[key] = cid
+        state.memo_values += len(keys)
+        state.memo_reports += len(keys)
 
     # ------------------------------------------------------------------------------------- charging
 
-    def attach_window(self, seconds: float) -> None:
-        """Keep a running total of the last ``seconds`` (a reporter's policy window; else on first use)."""
+    def plan(self, campaign_id: str, cost: ReportCost, policy: BudgetPolicy) -> ChargePlan:
+        """A reporter's charge, computed once: its cost in units and the caps to check."""
+        term = cost.charge
+        checks: list[tuple[str, str, int]] = []
+        for scope in ("lifetime", "window", "campaign"):
+            for unit in ("epsilon", "delta"):
+                cap = getattr(policy, f"{scope}_{unit}")
+                if cap is not None:
+                    checks.append((scope, unit, to_units_down(cap)))
         with self._lock:
-            self._window_locked(seconds, self._now_locked())
+            self._window_locked(policy.window_seconds, self._now_locked())
+        return ChargePlan(
+            campaign_id=campaign_id,
+            policy=policy,
+            term=term,
+            eps_u=to_units_up(term[0]),
+            delta_u=to_units_up(term[1]),
+            memoized=cost.memoized,
+            what="a new value of a memoized mechanism: epsilon_inf" if cost.memoized else "fresh noise",
+            checks=tuple(checks),
+            key=(campaign_id, term[0], term[1]),
+        )
 
     def _window_locked(self, seconds: float, now: int) -> _Window:
         window = self._windows.get(seconds)
         if window is None:
             self._master.prune(now)
-            window = _Window(seconds)
-            for sec, eps, delta, n in self._master.entries:
+            window = _Window(seconds, self._terms)
+            for sec, eps_u, delta_u, term, n in self._master.entries:
                 if sec > now - seconds:
-                    window.add(sec, eps, delta, n)
+                    window.add(sec, eps_u, delta_u, term, n)
             self._windows[seconds] = window
         window.prune(now)
         return window
@@ -358,108 +385,124 @@ class DeviceLedger:
         self._last_sec = max(self._last_sec, math.ceil(self._clock()))
         return self._last_sec
 
-    def _apply(self, cid: str, eps: float, delta: float, n: int, sec: int) -> list[tuple[_Window, list[Any]]]:
-        self._lifetime.add(eps, delta, n)
+    def _add_locked(self, cid: str, term: Term, eps_u: int, delta_u: int, n: int, sec: int) -> _CampaignState:
+        self._lifetime.add(eps_u, delta_u, term, n)
         state = self._campaigns.get(cid)
         if state is None:
-            state = self._campaigns[cid] = _CampaignState()
-        state.tally.add(eps, delta, n)
-        state.seen(sec)
-        refs = []
+            state = self._campaigns[cid] = _CampaignState(_Tally(self._terms), sec, sec)
+        state.tally.add(eps_u, delta_u, term, n)
+        state.last_at = max(state.last_at, sec)
         for window in self._windows.values():
-            window.prune(sec)
-            refs.append((window, window.add(sec, eps, delta, n)))
-        return refs
+            window.add(sec, eps_u, delta_u, term, n)
+        return state
 
-    def _check_locked(self, cid: str, cost: ReportCost, caps: Caps, now: int, what: str) -> None:
-        eps, delta = cost.charge
-        window = self._window_locked(caps.policy.window_seconds, now)
-        state = self._campaigns.get(cid)
-        campaign_tally = state.tally if state is not None else _Tally()
-        scopes = (
-            ("lifetime", caps.lifetime, self._lifetime, ""),
-            ("window", caps.window, window.tally, f" (the last {caps.policy.window_seconds:g} s)"),
-            ("campaign", caps.campaign, campaign_tally, f" (campaign_id={cid!r})"),
+    def _settle_locked(self) -> None:
+        """Add the charges report() only counted to the totals (in time order: windows stay sorted)."""
+        todo: list[tuple[int, bool, tuple[str, float, float, int], int]] = []
+        for key, n in self._pending_fresh.items():
+            if n > self._settled[key]:
+                todo.append((key[3], False, key, n))
+        for key, keys in self._pending_memo.items():
+            if len(keys) > self._settled_memo[key]:
+                todo.append((key[3], True, key, len(keys)))
+        todo.sort(key=lambda item: item[0])
+        for _sec, memoized, key, n in todo:
+            settled = self._settled_memo if memoized else self._settled
+            new = n - settled[key]
+            settled[key] = n
+            cid, eps, delta, sec = key
+            state = self._add_locked(cid, (eps, delta), to_units_up(eps), to_units_up(delta), new, sec)
+            if memoized:
+                state.memo_values += new
+                state.memo_reports += new
+            else:
+                state.fresh_reports += new
+
+    def _check_locked(self, plan: ChargePlan, now: int) -> None:
+        self._settle_locked()
+        for scope, unit, cap_u in plan.checks:
+            if scope == "lifetime":
+                tally = self._lifetime
+            elif scope == "window":
+                tally = self._window_locked(plan.policy.window_seconds, now).tally
+            else:
+                state = self._campaigns.get(plan.campaign_id)
+                tally = _Tally(self._terms) if state is None else state.tally
+            i = 0 if unit == "epsilon" else 1
+            if tally.terms is None:
+                have_u = tally.eps_u if i == 0 else tally.delta_u
+                over = have_u + (plan.eps_u if i == 0 else plan.delta_u) > cap_u
+                spent = from_units(have_u)
+            else:
+                after = tally.terms + Counter({plan.term: 1})
+                over = to_units_up(self._compose([(e, d, k) for (e, d), k in after.items()])[i]) > cap_u
+                spent = tally.spend(self._compose).epsilon if i == 0 else tally.spend(self._compose).delta
+            if over:
+                self._refuse(plan, f"{scope}_{unit}", spent, plan.term[i])
+
+    @staticmethod
+    def _refuse(plan: ChargePlan, cap_name: str, spent: float, requested: float) -> NoReturn:
+        limit = getattr(plan.policy, cap_name)
+        scope = cap_name.partition("_")[0]
+        where = {
+            "lifetime": " (the device, every campaign)",
+            "window": f" (the device, the last {plan.policy.window_seconds:g} s)",
+            "campaign": f" (campaign_id={plan.campaign_id!r})",
+        }[scope]
+        unit = cap_name.partition("_")[2]
+        raise BudgetExceededError(
+            f"campaign_id={plan.campaign_id!r}: a report ({plan.what}) costs {unit}={requested!r}; the "
+            f"{cap_name} cap{where} is {limit!r} and {spent!r} is spent: the reporter refuses it (nothing "
+            "was encoded or sent)",
+            cap=cap_name,
+            limit=limit,
+            spent=spent,
+            requested=requested,
         )
-        for scope, (cap_e, cap_d), tally, where in scopes:
-            for unit, cap_u, have_u, req in (
-                ("epsilon", cap_e, tally.eps_u, eps),
-                ("delta", cap_d, tally.delta_u, delta),
-            ):
-                if cap_u is None:
-                    continue
-                if self._compose is compose_basic:
-                    over = have_u + to_units_up(req) > cap_u
-                    spent = from_units(have_u)
-                else:
-                    total = self._compose(
-                        [(e, d, k) for (e, d), k in (tally.terms + Counter({(eps, delta): 1})).items()]
-                    )
-                    over = to_units_up(total[0 if unit == "epsilon" else 1]) > cap_u
-                    spent = getattr(tally.spend(self._compose), unit)
-                if over:
-                    cap_name = f"{scope}_{unit}"
-                    limit = getattr(caps.policy, cap_name)
-                    raise BudgetExceededError(
-                        f"campaign_id={cid!r}: a report ({what}) costs {unit}={req!r}; the {cap_name} "
-                        f"cap{where} is {limit!r} and {spent!r} is spent: the reporter refuses it "
-                        "(nothing was encoded or sent)",
-                        cap=cap_name,
-                        limit=limit,
-                        spent=spent,
-                        requested=req,
-                    )
 
-    def charge_fresh(self, cid: str, cost: ReportCost, caps: Caps) -> FreshCharge:
+    def charge_fresh(self, plan: ChargePlan) -> FreshToken:
         """Reserve one fresh report's (epsilon, delta), or raise BudgetExceededError naming the cap."""
         with self._lock:
             now = self._now_locked()
-            self._check_locked(cid, cost, caps, now, "fresh noise per report")
-            eps, delta = cost.charge
-            refs = self._apply(cid, eps, delta, 1, now)
-            self._campaigns[cid].fresh_reports += 1
-            charge = FreshCharge(cid, eps, delta, now, refs)
-            self._pending_fresh.append(charge)
-            return charge
+            if plan.checks:
+                self._check_locked(plan, now)
+            key = (*plan.key, now)
+            self._pending_fresh[key] += 1
+            return key, self._gen
 
-    def cancel(self, charge: FreshCharge) -> None:
+    def cancel(self, plan: ChargePlan, token: FreshToken) -> None:
         """Undo a fresh charge whose report was not made (the value failed to encode). Once persisted it
         stays (over-counted, never under-counted)."""
+        key, gen = token
         with self._lock:
-            if charge.persisted or charge.cancelled:
+            if gen != self._gen or self._pending_fresh[key] <= 0:
                 return
-            charge.cancelled = True
-            eps, delta = charge.epsilon, charge.delta
-            self._lifetime.sub(eps, delta, 1)
-            state = self._campaigns[charge.campaign_id]
-            state.tally.sub(eps, delta, 1)
+            self._pending_fresh[key] -= 1
+            if self._settled[key] <= self._pending_fresh[key]:
+                return  # not in the totals yet
+            self._settled[key] -= 1
+            term, n = plan.term, -1
+            self._lifetime.add(plan.eps_u, plan.delta_u, term, n)
+            state = self._campaigns[plan.campaign_id]
+            state.tally.add(plan.eps_u, plan.delta_u, term, n)
             state.fresh_reports -= 1
-            for window, entry in charge.windows:
-                if entry[3] > 0 and window.entries and window.entries[0][0] <= entry[0]:
-                    entry[3] -= 1
-                    window.tally.sub(eps, delta, 1)
+            for window in self._windows.values():
+                window.take_back(key[3], term)
 
-    def charge_memo(self, cid: str, cost: ReportCost, key: bytes | None, caps: Caps) -> None:
+    def charge_memo(self, plan: ChargePlan, key: bytes | None) -> None:
         """Charge a memoized report: nothing for a known value (key), epsilon_inf for a new one (key None:
         the mechanism has no memo identity, so every report counts as a new value)."""
         with self._lock:
-            now = self._now_locked()
             if key is not None and key in self._memo:
-                state = self._campaigns[cid]
-                state.memo_reports += 1
-                state.seen(now)
-                self._pending_repeats[key] += 1
+                self._pending_repeats[key] += 1  # the common case: nothing to time, check or charge
                 return
-            self._check_locked(cid, cost, caps, now, "a new value of a memoized mechanism: epsilon_inf")
-            eps, delta = cost.charge
-            self._apply(cid, eps, delta, 1, now)
-            state = self._campaigns[cid]
-            state.memo_values += 1
-            state.memo_reports += 1
+            now = self._now_locked()
+            if plan.checks:
+                self._check_locked(plan, now)
             if key is None:
                 key = os.urandom(32)  # a unique placeholder: never matched, so never a free repeat
-            self._memo[key] = cid
-            self._pending_memo.append({"k": "m", "c": cid, "e": eps, "d": delta, "t": now, "h": key.hex()})
+            self._memo[key] = plan.campaign_id
+            self._pending_memo.setdefault((*plan.key, now), []).append(key)
 
     # -------------------------------------------------------------------------------------- durable
 
@@ -471,25 +514,32 @@ class DeviceLedger:
         """
         with self._io_lock:
             with self._lock:
-                fresh = [c for c in self._pending_fresh if not c.cancelled]
-                self._pending_fresh = []
+                self._settle_locked()
+                fresh = +self._pending_fresh  # the positive counts (cancelled charges are gone)
                 memo = self._pending_memo
-                self._pending_memo = []
                 repeats = self._pending_repeats
+                if not (fresh or memo or repeats):
+                    return
+                self._pending_fresh = Counter()
+                self._settled = Counter()
+                self._settled_memo = Counter()
+                self._pending_memo = {}
                 self._pending_repeats = Counter()
-                for c in fresh:
-                    c.persisted = True
+                self._gen += 1
                 last = self._last_sec
-            groups: Counter[tuple[str, float, float, int]] = Counter()
-            for c in fresh:
-                groups[(c.campaign_id, c.epsilon, c.delta, c.sec)] += 1
+                for key, n in repeats.items():
+                    state = self._campaigns[self._memo[key]]
+                    state.memo_reports += n
+                    state.last_at = last
             recs: list[dict[str, Any]] = [
-                {"k": "f", "c": cid, "e": e, "d": d, "n": n, "t": t} for (cid, e, d, t), n in groups.items()
+                {"k": "f", "c": cid, "e": e, "d": d, "n": n, "t": t} for (cid, e, d, t), n in fresh.items()
             ]
-            recs += memo
-            recs += [{"k": "r", "h": key.hex(), "n": n, "t": last} for key, n in repeats.items()]
-            if not recs:
-                return
+            recs += [
+                {"k": "m", "c": c, "e": e, "d": d, "t": t, "h": [k.hex() for k in keys]}
+                for (c, e, d, t), keys in memo.items()
+            ]
+            if repeats:
+                recs.append({"k": "r", "t": last, "h": {key.hex(): n for key, n in repeats.items()}})
             data = b"".join(record(json.dumps(r, separators=(",", ":")).encode("utf-8")) for r in recs)
             write_all(self._fd, data)
             if fresh or memo:
@@ -502,17 +552,20 @@ class DeviceLedger:
     def snapshot(self, policy: BudgetPolicy) -> PrivacySpend:
         """The device's spend as :class:`PrivacySpend` (the window of ``policy``)."""
         with self._lock:
-            now = self._now_locked()
-            window = self._window_locked(policy.window_seconds, now)
+            self._settle_locked()
+            window = self._window_locked(policy.window_seconds, self._now_locked())
             compose = self._compose
+            repeats: Counter[str] = Counter()
+            for key, n in self._pending_repeats.items():
+                repeats[self._memo[key]] += n
             campaigns = {
                 cid: CampaignSpend(
                     spend=s.tally.spend(compose),
                     fresh_reports=s.fresh_reports,
                     memo_values=s.memo_values,
-                    memo_reports=s.memo_reports,
-                    first_at=s.first_at,
-                    last_at=s.last_at,
+                    memo_reports=s.memo_reports + repeats[cid],
+                    first_at=float(s.first_at),
+                    last_at=float(max(s.last_at, self._last_sec if repeats[cid] else 0)),
                 )
                 for cid, s in sorted(self._campaigns.items())
             }

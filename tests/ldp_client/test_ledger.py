@@ -26,7 +26,14 @@ from ldp_client import _journal_rows, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.errors import BudgetExceededError, InvalidParameterError, LdpError, StateFileError
 from ldp_client.reporter import Discard, Reporter, _parse_segment_header, _read_records
-from ldp_client.reporter.ledger import LEDGER_DIR, LEDGER_LOG, PAUSE_AFTER_SPEND_ENV, Caps, DeviceLedger
+from ldp_client.reporter.ledger import (
+    LEDGER_DIR,
+    LEDGER_LOG,
+    PAUSE_AFTER_SPEND_ENV,
+    ChargePlan,
+    DeviceLedger,
+    FreshToken,
+)
 from ldp_client.reporter.policy import BudgetPolicy, ReportCost, Term, compose_basic
 from ldp_client.secret import ClientSecret
 from tests.ldp_client.test_reporter import FAST, GRR, RAPPOR, SECRET, FakeServer, campaign, wait_for
@@ -60,10 +67,21 @@ def open_ledger(tmp_path: Path) -> Iterator[Callable[..., DeviceLedger]]:
             ledger.release()
 
 
-def caps(ledger: DeviceLedger, **policy: Any) -> Caps:
-    p = BudgetPolicy(**policy)
-    ledger.attach_window(p.window_seconds)
-    return Caps.of(p)
+class Caps:
+    """A policy on a ledger, charging as a Reporter does (a plan per campaign and cost)."""
+
+    def __init__(self, ledger: DeviceLedger, **policy: Any) -> None:
+        self.ledger = ledger
+        self.policy = BudgetPolicy(**policy)
+
+    def plan(self, cid: str, cost: ReportCost = FRESH) -> ChargePlan:
+        return self.ledger.plan(cid, cost, self.policy)
+
+    def fresh(self, cid: str, cost: ReportCost = FRESH) -> FreshToken:
+        return self.ledger.charge_fresh(self.plan(cid, cost))
+
+    def memo(self, cid: str, key: bytes | None, cost: ReportCost = MEMO) -> None:
+        self.ledger.charge_memo(self.plan(cid, cost), key)
 
 
 # ------------------------------------------------------------------------------------ the rules
@@ -72,19 +90,19 @@ def caps(ledger: DeviceLedger, **policy: Any) -> Caps:
 def test_rolling_window_refuses_until_the_old_charges_leave_it(open_ledger: Any) -> None:
     clock = Clock()
     ledger = open_ledger(clock=clock)
-    c = caps(ledger, window_epsilon=0.5, window_seconds=100.0)
-    ledger.charge_fresh("a", FRESH, c)
+    c = Caps(ledger, window_epsilon=0.5, window_seconds=100.0)
+    c.fresh("a")
     clock.t += 30
-    ledger.charge_fresh("b", FRESH, c)  # the window is per device: both campaigns count
+    c.fresh("b")  # the window is per device: both campaigns count
     with pytest.raises(BudgetExceededError) as info:
-        ledger.charge_fresh("a", FRESH, c)
+        c.fresh("a")
     err = info.value
     assert (err.cap, err.limit, err.spent, err.requested) == ("window_epsilon", 0.5, 0.5, 0.25)
     assert "window_epsilon" in str(err) and "nothing was encoded or sent" in str(err)
     clock.t += 71  # the first charge is now 101 s old: out of the window, the second is not
-    ledger.charge_fresh("a", FRESH, c)
+    c.fresh("a")
     with pytest.raises(BudgetExceededError):
-        ledger.charge_fresh("a", FRESH, c)
+        c.fresh("a")
     spend = ledger.snapshot(c.policy)
     assert spend.window.epsilon == 0.5 and spend.lifetime.epsilon == 0.75
     assert spend.campaigns["a"].fresh_reports == 2 and spend.campaigns["b"].fresh_reports == 1
@@ -92,37 +110,37 @@ def test_rolling_window_refuses_until_the_old_charges_leave_it(open_ledger: Any)
 
 def test_a_repeated_memoized_value_costs_nothing_and_a_new_one_adds_epsilon_inf(open_ledger: Any) -> None:
     ledger = open_ledger(clock=Clock())
-    c = caps(ledger, lifetime_epsilon=4.0)
+    c = Caps(ledger, lifetime_epsilon=4.0)
     for _ in range(5):
-        ledger.charge_memo("r", MEMO, b"A" * 32, c)
+        c.memo("r", b"A" * 32)
     assert ledger.snapshot(c.policy).lifetime.epsilon == 2.0  # epsilon_inf once, not 5 * epsilon
-    ledger.charge_memo("r", MEMO, b"B" * 32, c)
+    c.memo("r", b"B" * 32)
     spend = ledger.snapshot(c.policy)
     assert spend.lifetime.epsilon == 4.0
     assert (spend.campaigns["r"].memo_values, spend.campaigns["r"].memo_reports) == (2, 6)
     with pytest.raises(BudgetExceededError) as info:
-        ledger.charge_memo("r", MEMO, b"C" * 32, c)
+        c.memo("r", b"C" * 32)
     assert (info.value.cap, info.value.requested) == ("lifetime_epsilon", 2.0)
-    ledger.charge_memo("r", MEMO, b"A" * 32, c)  # a known value still reports: it costs nothing
+    c.memo("r", b"A" * 32)  # a known value still reports: it costs nothing
     # Without a memo identity every report is a new value (over-counted, never under-counted).
     ledger2 = ledger.snapshot(BudgetPolicy()).lifetime.epsilon
-    ledger.charge_memo("s", MEMO, None, Caps.of(BudgetPolicy()))
-    ledger.charge_memo("s", MEMO, None, Caps.of(BudgetPolicy()))
+    Caps(ledger).memo("s", None)
+    Caps(ledger).memo("s", None)
     assert ledger.snapshot(BudgetPolicy()).lifetime.epsilon == ledger2 + 4.0
 
 
 def test_the_campaign_cap_is_per_campaign_and_deltas_add(open_ledger: Any) -> None:
     ledger = open_ledger(clock=Clock())
     gauss = ReportCost(epsilon=0.5, delta=1e-6, epsilon_inf=math.inf, fingerprint="g" * 16)
-    c = caps(ledger, campaign_epsilon=1.0, lifetime_delta=3.5e-6)
-    ledger.charge_fresh("a", gauss, c)
-    ledger.charge_fresh("a", gauss, c)
+    c = Caps(ledger, campaign_epsilon=1.0, lifetime_delta=3.5e-6)
+    c.fresh("a", gauss)
+    c.fresh("a", gauss)
     with pytest.raises(BudgetExceededError) as info:
-        ledger.charge_fresh("a", gauss, c)
+        c.fresh("a", gauss)
     assert info.value.cap == "campaign_epsilon" and "campaign_id='a'" in str(info.value)
-    ledger.charge_fresh("b", gauss, c)  # another campaign has its own cap
+    c.fresh("b", gauss)  # another campaign has its own cap
     with pytest.raises(BudgetExceededError) as info:
-        ledger.charge_fresh("b", gauss, c)  # but the device has 3e-6 of its 3.5e-6 delta spent
+        c.fresh("b", gauss)  # but the device has 3e-6 of its 3.5e-6 delta spent
     assert info.value.cap == "lifetime_delta"
     spend = ledger.snapshot(c.policy)
     assert spend.lifetime.epsilon == 1.5 and spend.lifetime.delta == pytest.approx(3e-6, rel=1e-12)
@@ -133,11 +151,11 @@ def test_the_campaign_cap_is_per_campaign_and_deltas_add(open_ledger: Any) -> No
 def test_caps_are_exact_in_units_never_crossed_by_rounding(open_ledger: Any) -> None:
     ledger = open_ledger(clock=Clock())
     tenth = ReportCost(epsilon=0.1, delta=0.0, epsilon_inf=math.inf, fingerprint="t" * 16)
-    c = caps(ledger, lifetime_epsilon=1.0)
+    c = Caps(ledger, lifetime_epsilon=1.0)
     n = 0
     with pytest.raises(BudgetExceededError):
         while True:
-            ledger.charge_fresh("a", tenth, c)
+            c.fresh("a", tenth)
             n += 1
     # The float 0.1 is just above 1/10: ten of them are above 1.0, so only nine fit.
     assert n == 9
@@ -146,12 +164,12 @@ def test_caps_are_exact_in_units_never_crossed_by_rounding(open_ledger: Any) -> 
 
 def test_cancel_undoes_a_charge_not_yet_persisted(open_ledger: Any) -> None:
     ledger = open_ledger(clock=Clock())
-    c = caps(ledger, lifetime_epsilon=0.25)
-    charge = ledger.charge_fresh("a", FRESH, c)
-    ledger.cancel(charge)
-    again = ledger.charge_fresh("a", FRESH, c)  # the cap is free again
+    c = Caps(ledger, lifetime_epsilon=0.25)
+    charge = c.fresh("a")
+    ledger.cancel(c.plan("a"), charge)
+    again = c.fresh("a")  # the cap is free again
     ledger.persist()
-    ledger.cancel(again)  # durable: it stays
+    ledger.cancel(c.plan("a"), again)  # durable: it stays
     assert ledger.snapshot(c.policy).lifetime.epsilon == 0.25
     assert ledger.snapshot(c.policy).window.epsilon == 0.25
 
@@ -166,11 +184,11 @@ def test_another_composer_is_used_for_totals_and_caps(open_ledger: Any) -> None:
         return 2 * eps, 2 * delta
 
     ledger = open_ledger(clock=Clock(), compose=doubled)
-    c = caps(ledger, lifetime_epsilon=1.0)
-    ledger.charge_fresh("a", FRESH, c)
-    ledger.charge_fresh("a", FRESH, c)  # 2 * 0.5 = 1.0
+    c = Caps(ledger, lifetime_epsilon=1.0)
+    c.fresh("a")
+    c.fresh("a")  # 2 * 0.5 = 1.0
     with pytest.raises(BudgetExceededError):
-        ledger.charge_fresh("a", FRESH, c)
+        c.fresh("a")
     assert ledger.snapshot(c.policy).lifetime.epsilon == 1.0
     assert [(0.25, 0.0, 2)] in calls
 
@@ -181,44 +199,42 @@ def test_another_composer_is_used_for_totals_and_caps(open_ledger: Any) -> None:
 def test_the_spend_survives_a_restart_and_a_known_value_stays_free(tmp_path: Path, open_ledger: Any) -> None:
     clock = Clock()
     ledger = open_ledger(clock=clock)
-    c = caps(ledger, window_epsilon=2.4, window_seconds=60.0)
-    ledger.charge_fresh("a", FRESH, c)
-    ledger.charge_memo("r", MEMO, b"A" * 32, c)
-    ledger.charge_memo("r", MEMO, b"A" * 32, c)
+    c = Caps(ledger, window_epsilon=2.4, window_seconds=60.0)
+    c.fresh("a")
+    c.memo("r", b"A" * 32)
+    c.memo("r", b"A" * 32)
     ledger.release()
     again = DeviceLedger.acquire(tmp_path / "state", clock=clock)
     try:
-        c2 = caps(again, window_epsilon=2.4, window_seconds=60.0)
+        c2 = Caps(again, window_epsilon=2.4, window_seconds=60.0)
         spend = again.snapshot(c2.policy)
         assert (spend.lifetime.epsilon, spend.window.epsilon) == (2.25, 2.25)
         assert (spend.campaigns["r"].memo_values, spend.campaigns["r"].memo_reports) == (1, 2)
-        again.charge_memo("r", MEMO, b"A" * 32, c2)  # known across the restart: free
+        c2.memo("r", b"A" * 32)  # known across the restart: free
         assert again.snapshot(c2.policy).lifetime.epsilon == 2.25
         with pytest.raises(BudgetExceededError):
-            again.charge_fresh("a", FRESH, c2)  # 2.4 is the window cap and 2.25 is spent
+            c2.fresh("a")  # 2.4 is the window cap and 2.25 is spent
         clock.t += 61
-        again.charge_fresh("a", FRESH, c2)  # the window rolled, after the restart too
+        c2.fresh("a")  # the window rolled, after the restart too
     finally:
         again.release()
 
 
 def test_a_torn_tail_is_cut_so_later_charges_stay_readable(tmp_path: Path) -> None:
     ledger = DeviceLedger.acquire(tmp_path / "state", clock=Clock())
-    c = Caps.of(BudgetPolicy())
-    ledger.attach_window(c.policy.window_seconds)
-    ledger.charge_fresh("a", FRESH, c)
+    Caps(ledger).fresh("a")
     ledger.persist()
-    ledger.charge_fresh("a", FRESH, c)
+    Caps(ledger).fresh("a")
     ledger.release()
     log = tmp_path / "state" / LEDGER_DIR / LEDGER_LOG
     data = log.read_bytes()
     log.write_bytes(data[:-3])  # a crash in the middle of the second append
     ledger = DeviceLedger.acquire(tmp_path / "state", clock=Clock())
-    ledger.charge_fresh("a", FRESH, c)
+    Caps(ledger).fresh("a")
     ledger.release()
     ledger = DeviceLedger.acquire(tmp_path / "state", clock=Clock())
     try:
-        assert ledger.snapshot(c.policy).lifetime.epsilon == 0.5  # the first and the third
+        assert ledger.snapshot(BudgetPolicy()).lifetime.epsilon == 0.5  # the first and the third
     finally:
         ledger.release()
 
