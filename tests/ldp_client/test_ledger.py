@@ -22,9 +22,18 @@ from typing import Any
 
 import pytest
 
-from ldp_client import _journal_rows, wire
+from ldp_client import _journal_rows, registry, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
-from ldp_client.errors import BudgetExceededError, InvalidParameterError, LdpError, StateFileError
+from ldp_client.errors import (
+    BudgetExceededError,
+    DomainError,
+    InvalidParameterError,
+    LdpError,
+    StateFileError,
+)
+from ldp_client.mechanisms.paired import PairedParams
+from ldp_client.mechanisms.rappor.encoding import BasicRapporEncoder
+from ldp_client.params import BasicRapporParams, BooleanRapporParams, Domain
 from ldp_client.reporter import Discard, Reporter, _parse_segment_header, _read_records
 from ldp_client.reporter.ledger import (
     LEDGER_DIR,
@@ -33,6 +42,8 @@ from ldp_client.reporter.ledger import (
     ChargePlan,
     DeviceLedger,
     FreshToken,
+    memo_key,
+    memo_scope,
 )
 from ldp_client.reporter.policy import BudgetPolicy, ReportCost, Term, compose_basic
 from ldp_client.secret import ClientSecret
@@ -542,3 +553,57 @@ def test_sigkill_at_random_points_never_exceeds_the_cap_nor_loses_a_spend(tmp_pa
         r.close(timeout=0)
     assert _spent(state) == pytest.approx(40 * EPS_GRR)
     assert _reports_on_disk(state) <= 40
+
+
+# ------------------------------------------------------------------------------------ the spec hooks
+
+
+def test_every_memoized_mechanism_gives_distinct_values_distinct_memo_identities() -> None:
+    checked = set()
+    for spec in registry.SPECS:
+        for params in spec.examples():
+            delta = wire.delta(params)
+            assert isinstance(delta, float) and 0.0 <= delta < 1.0, spec.name
+            if not math.isfinite(wire.epsilon_inf(params)):
+                continue  # fresh noise per report: charged per report, no identity needed
+            inputs = list(spec.campaign_inputs(params, "c"))[:8]
+            ids = [spec.memo_identity(params, v) for v in inputs]
+            # None would charge epsilon_inf on every report: a memoized mechanism must say what it memoizes.
+            assert all(isinstance(i, bytes) for i in ids), spec.name
+            assert len(set(ids)) == len(inputs), spec.name
+            checked.add(spec.name)
+    assert {"rappor", "basic-rappor", "boolean-rappor", "paired"} <= checked
+
+
+def test_memo_identities_follow_the_permanent_response() -> None:
+    secret = ClientSecret.from_bytes(SECRET)
+    basic = BasicRapporParams(domain=Domain.of(("a", "b", "c")), f=0.5, p=0.5, q=0.75)
+    spec = registry.spec_for(basic)
+    # The identity is what the permanent response is derived from: label "b" and index 1 of an unlabelled
+    # domain of the same size have one identity and one permanent response.
+    indexed = BasicRapporParams(domain=Domain.of(3), f=0.5, p=0.5, q=0.75)
+    assert spec.memo_identity(basic, "b") == spec.memo_identity(indexed, 1)
+    prr = BasicRapporEncoder(basic, campaign_id="c", secret=secret).permanent_response("b")
+    assert prr == BasicRapporEncoder(indexed, campaign_id="c", secret=secret).permanent_response(1)
+    with pytest.raises(DomainError):
+        spec.memo_identity(basic, "z")
+    rappor = registry.spec_for(RAPPOR)
+    assert rappor.memo_identity(RAPPOR, "x") != rappor.memo_identity(RAPPOR, "y")
+    with pytest.raises(DomainError):
+        rappor.memo_identity(RAPPOR, 3)
+    boolean = BooleanRapporParams(f=0.5, p=0.5, q=0.75)
+    with pytest.raises(DomainError):
+        registry.spec_for(boolean).memo_identity(boolean, 1)
+    paired = PairedParams(first=basic, second=RAPPOR)
+    pspec = registry.spec_for(paired)
+    assert pspec.memo_identity(paired, ("b", "x")) != pspec.memo_identity(paired, ("b", "y"))
+    with pytest.raises(DomainError, match="second"):
+        pspec.memo_identity(paired, ("b", 7))
+    # Keys differ per secret, campaign and parameters, never contain the identity, and have a fixed size.
+    scope = memo_scope(secret, "c", "f" * 16)
+    key = memo_key(secret, scope, b"news.example")
+    assert len(key) == 32 and b"news" not in key
+    assert key != memo_key(secret, memo_scope(secret, "d", "f" * 16), b"news.example")
+    assert key != memo_key(secret, memo_scope(secret, "c", "e" * 16), b"news.example")
+    other = ClientSecret.from_bytes(bytes(32))
+    assert key != memo_key(other, memo_scope(other, "c", "f" * 16), b"news.example")
