@@ -76,7 +76,9 @@ The device ledger (budget policies; ``docs/client.md``, "The privacy ledger")
     the app thread, nothing encoded; the reporter keeps running. A value that waited for the campaign and
     is refused then is a loss (``"budget"``). The charges are appended to the ledger and ``fsync``-ed by
     the background thread BEFORE their reports are journaled, so a crash can over-count but never
-    under-count what may be sent. :meth:`Reporter.privacy_spend` is the snapshot.
+    under-count what may be sent (a fresh mechanism with no cap set is charged by that thread alone,
+    per group it journals: nothing can be refused, and ``report()`` stays as cheap as before).
+    :meth:`Reporter.privacy_spend` is the snapshot.
 
 Permanent errors stop the reporter
     ``GetCampaign`` or ``Submit`` answering ``UNAUTHENTICATED`` or ``PERMISSION_DENIED`` stops it with

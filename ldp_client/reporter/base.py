@@ -26,7 +26,13 @@ from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2_grpc, reports_p
 from ldp_client.errors import LdpError
 from ldp_client.params import MechanismParams
 from ldp_client.reporter.campaign import Budget
-from ldp_client.reporter.ledger import DeviceLedger, memo_key, memo_scope, pause_after_spend_for_tests
+from ldp_client.reporter.ledger import (
+    ChargePlan,
+    DeviceLedger,
+    memo_key,
+    memo_scope,
+    pause_after_spend_for_tests,
+)
 from ldp_client.reporter.outbox import Batch, Outbox, Segment, params_fingerprint
 from ldp_client.reporter.policy import ReportCost
 from ldp_client.reporter.settings import BATCH_OVERHEAD_BYTES, ReporterSettings
@@ -66,6 +72,7 @@ class ReporterState:
         self._budget = Budget(campaign_id, settings.max_epsilon, settings.max_epsilon_inf)
         self._policy = settings.budget
         self._ledger: DeviceLedger | None = None  # acquired by the Reporter after the outbox lock
+        self._bulk_plan: ChargePlan | None = None  # charged per journaled group (see _charging)
         self._batch_size = settings.batch_size
         self._max_age = settings.max_batch_age_s
         self._initial_delay = settings.initial_retry_delay_s
@@ -154,6 +161,12 @@ class ReporterState:
             fingerprint=params_fingerprint(params),
         )
         plan = ledger.plan(cid, cost, self._policy)
+        if not plan.memoized and not plan.checks:
+            # Fresh noise and no cap to check: nothing can be refused, so the charge is made where it must
+            # be durable anyway, by the background thread for each group it journals (_persist_spend),
+            # and report() pays nothing for it. Timed when drained: no earlier than the reports.
+            self._bulk_plan = plan
+            return encode
         if not plan.memoized:
             charge, cancel = ledger.charge_fresh, ledger.cancel
 
@@ -181,11 +194,16 @@ class ReporterState:
 
         return memoized
 
-    def _persist_spend(self) -> None:
-        """Make the charges of the reports about to be journaled durable first (the ledger's rule)."""
-        if self._ledger is not None:
-            self._ledger.persist()
-            pause_after_spend_for_tests()
+    def _persist_spend(self, count: int) -> None:
+        """Make the charges of the ``count`` reports about to be journaled durable first (the ledger's
+        rule); those of an uncapped fresh mechanism are made here (see :meth:`_charging`)."""
+        ledger = self._ledger
+        if ledger is None:  # pragma: no cover - the ledger is released only after the thread ends
+            raise RuntimeError("the device ledger is not open")
+        if self._bulk_plan is not None:
+            ledger.charge_bulk(self._bulk_plan, count)
+        ledger.persist()
+        pause_after_spend_for_tests()
 
     def _notify_discard(self, event: Discard) -> None:
         """Pass a loss to the app's callback (never while holding the lock; its errors are logged)."""

@@ -485,7 +485,6 @@ class Reporter(CampaignFetching, BatchSending):
             if not raw_waiting:
                 self._flush_gen_seen = flush_gen
             if items:
-                self._persist_spend()  # the charges are durable before their reports are journaled
                 self._append(items)
             seg = self._segment
             if seg is not None and (flush_wanted or time.monotonic() - seg.started >= self._max_age):

@@ -7,15 +7,19 @@ reference-counted) and held by one process at a time (an exclusive ``flock``, li
 What it records (never a value):
 
 * per campaign, fresh reports: the per-report (epsilon, delta), how many, and when (per second);
-* per memoized value: a *memo key*, HMAC-SHA256 under the client secret of (campaign, parameters'
-  fingerprint, the mechanism's memo identity of the value) (:func:`memo_key`), with its (epsilon_inf,
-  delta), when it was first reported, and how many reports of it were made. The key cannot be inverted
-  without the secret, which never leaves the device.
+* per memoized value: a *memo key*, HMAC-SHA256 under the client secret of the value's memo identity
+  (the bytes the mechanism derives its permanent response from) scoped by the campaign and the
+  parameters' fingerprint (:func:`memo_scope`, :func:`memo_key`), with its (epsilon_inf, delta), when it
+  was first reported, and how many reports of it were made. The key cannot be inverted without the
+  secret, which never leaves the device.
 
 The composition rules and the caps are in :mod:`ldp_client.reporter.policy`. Ordering (the fault rule):
-:meth:`DeviceLedger.charge` reserves a report's cost in memory on the app thread, before the value is
-encoded (a report over a cap is refused there); the reporter's thread calls :meth:`DeviceLedger.persist`,
-which appends the reserved charges to the log and ``fsync``-s it, BEFORE it journals those reports in the
+:meth:`DeviceLedger.charge_fresh` / :meth:`DeviceLedger.charge_memo` reserve a report's cost in memory on
+the app thread, before the value is encoded (a report over a cap is refused there; the totals are
+settled from the reserved counts lazily, when a cap is checked, a snapshot taken or the charges
+persisted); the reporter's thread calls :meth:`DeviceLedger.persist` (after
+:meth:`DeviceLedger.charge_bulk` for an uncapped fresh mechanism, which nothing can refuse), which
+appends the reserved charges to the log and ``fsync``-s it, BEFORE it journals those reports in the
 outbox. A crash before ``persist`` loses reports that were only in memory (never journaled, never sent)
 together with their charges; a crash after it may leave charges without reports: over-counted, never
 under-counted.
@@ -230,6 +234,8 @@ class DeviceLedger:
         # are added to the campaign's count when persisted).
         self._settled: Counter[tuple[str, float, float, int]] = Counter()
         self._settled_memo: Counter[tuple[str, float, float, int]] = Counter()
+        # The (memoized?, key) pairs counted since the last settle, so that settling touches only them.
+        self._dirty: dict[tuple[bool, tuple[str, float, float, int]], None] = {}
 
     # ----------------------------------------------------------------------------------- open, close
 
@@ -398,17 +404,16 @@ class DeviceLedger:
 
     def _settle_locked(self) -> None:
         """Add the charges report() only counted to the totals (in time order: windows stay sorted)."""
-        todo: list[tuple[int, bool, tuple[str, float, float, int], int]] = []
-        for key, n in self._pending_fresh.items():
-            if n > self._settled[key]:
-                todo.append((key[3], False, key, n))
-        for key, keys in self._pending_memo.items():
-            if len(keys) > self._settled_memo[key]:
-                todo.append((key[3], True, key, len(keys)))
-        todo.sort(key=lambda item: item[0])
-        for _sec, memoized, key, n in todo:
+        if not self._dirty:
+            return
+        todo = sorted(self._dirty, key=lambda item: item[1][3])
+        self._dirty = {}
+        for memoized, key in todo:
             settled = self._settled_memo if memoized else self._settled
+            n = len(self._pending_memo[key]) if memoized else self._pending_fresh[key]
             new = n - settled[key]
+            if new <= 0:
+                continue
             settled[key] = n
             cid, eps, delta, sec = key
             state = self._add_locked(cid, (eps, delta), to_units_up(eps), to_units_up(delta), new, sec)
@@ -464,11 +469,28 @@ class DeviceLedger:
         """Reserve one fresh report's (epsilon, delta), or raise BudgetExceededError naming the cap."""
         with self._lock:
             now = self._now_locked()
-            if plan.checks:
-                self._check_locked(plan, now)
             key = (*plan.key, now)
-            self._pending_fresh[key] += 1
+            if plan.checks:
+                # A cap needs the totals now: check them (settled first), and add this charge at once.
+                self._check_locked(plan, now)
+                state = self._add_locked(plan.campaign_id, plan.term, plan.eps_u, plan.delta_u, 1, now)
+                state.fresh_reports += 1
+                self._settled[key] += 1
+            else:
+                self._dirty[(False, key)] = None
+            pending = self._pending_fresh
+            pending[key] = pending.get(key, 0) + 1
             return key, self._gen
+
+    def charge_bulk(self, plan: ChargePlan, count: int) -> None:
+        """Charge ``count`` fresh reports of an uncapped plan at once (nothing to check: none is refused)."""
+        if plan.checks or plan.memoized:
+            raise ValueError("charge_bulk is for fresh reports without caps")
+        with self._lock:
+            key = (*plan.key, self._now_locked())
+            pending = self._pending_fresh
+            pending[key] = pending.get(key, 0) + count
+            self._dirty[(False, key)] = None
 
     def cancel(self, plan: ChargePlan, token: FreshToken) -> None:
         """Undo a fresh charge whose report was not made (the value failed to encode). Once persisted it
@@ -502,7 +524,9 @@ class DeviceLedger:
             if key is None:
                 key = os.urandom(32)  # a unique placeholder: never matched, so never a free repeat
             self._memo[key] = plan.campaign_id
-            self._pending_memo.setdefault((*plan.key, now), []).append(key)
+            slot = (*plan.key, now)
+            self._pending_memo.setdefault(slot, []).append(key)
+            self._dirty[(True, slot)] = None
 
     # -------------------------------------------------------------------------------------- durable
 

@@ -171,6 +171,10 @@ def test_caps_are_exact_in_units_never_crossed_by_rounding(open_ledger: Any) -> 
     # The float 0.1 is just above 1/10: ten of them are above 1.0, so only nine fit.
     assert n == 9
     assert compose_basic([(0.1, 0.0, 10)])[0] > 1.0
+    # A delta below the unit (2**-64) still counts: charges round up, never to nothing.
+    tiny = ReportCost(epsilon=0.0, delta=1e-21, epsilon_inf=math.inf, fingerprint="d" * 16)
+    Caps(ledger).fresh("b", tiny)
+    assert ledger.snapshot(BudgetPolicy()).campaigns["b"].spend.delta >= 1e-21
 
 
 def test_cancel_undoes_a_charge_not_yet_persisted(open_ledger: Any) -> None:
@@ -371,6 +375,22 @@ def test_rappor_through_the_reporter_charges_epsilon_inf_once_per_value(server: 
         r.report("settings-page")
 
 
+def test_an_uncapped_fresh_reporter_is_charged_by_its_thread(server: Any, tmp_path: Path) -> None:
+    s = server()
+    with reporter(s.target, tmp_path) as r:
+        for v in ("a", "b", "c", "a"):
+            r.report(v)
+        assert r.flush(timeout=10)
+        spend = r.privacy_spend()
+    assert spend.campaigns["c1"].fresh_reports == 4
+    assert spend.lifetime.epsilon == pytest.approx(4 * EPS_GRR)
+    # ... and durably: a capped reporter started later sees it.
+    with reporter(s.target, tmp_path, budget=BudgetPolicy(lifetime_epsilon=4.5 * EPS_GRR)) as r:
+        with pytest.raises(BudgetExceededError) as info:
+            r.report("a")
+        assert info.value.spent == pytest.approx(4 * EPS_GRR)
+
+
 def test_reporters_of_one_state_dir_share_the_device_total(server: Any, tmp_path: Path) -> None:
     a, b = server(cid="a"), server(cid="b")
     policy = BudgetPolicy(lifetime_epsilon=3.5 * EPS_GRR)
@@ -431,7 +451,8 @@ params = GRRParams(domain=Domain.of(("a", "b", "c", "d")), truth_probability=0.5
 info = wire.CampaignInfo(campaign_id="c1", params=params)
 # A collector that never answers: everything stays in the outbox.
 r = Reporter("127.0.0.1:9", "c1", max_epsilon=10.0, state_dir=state, campaign=info,
-             budget=BudgetPolicy(lifetime_epsilon=cap), batch_size=7, max_batch_age_s=3600.0)
+             budget=BudgetPolicy(lifetime_epsilon=cap) if cap > 0 else None,  # 0: no cap
+             batch_size=7, max_batch_age_s=3600.0)
 print("started", flush=True)
 made = 0
 try:
@@ -484,13 +505,16 @@ def _kill(proc: subprocess.Popen[str]) -> None:
         proc.stdout.close()
 
 
-def test_sigkill_between_spend_recorded_and_report_journaled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("capped", [True, False], ids=["capped", "uncapped"])
+def test_sigkill_between_spend_recorded_and_report_journaled(tmp_path: Path, capped: bool) -> None:
+    # Capped, each report is charged on the app thread; uncapped (grr), by the reporter's thread for the
+    # group it is about to journal: either way the spend is on disk before the journal is written.
     state = tmp_path / "device"
     marker = tmp_path / "spent"
     env = dict(os.environ, **{PAUSE_AFTER_SPEND_ENV: str(marker)})
     cap = 5.5 * EPS_GRR
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(state), repr(cap), "5", "0"],
+        [sys.executable, "-c", CHILD, str(state), repr(cap if capped else 0.0), "5", "0"],
         stdout=subprocess.PIPE,
         cwd=ROOT,
         text=True,
