@@ -183,8 +183,8 @@ class ReporterState:
         spec = registry.spec_for(params)
         secret = self._load_secret()
         scope = memo_scope(secret, cid, cost.fingerprint)
-        # The HMAC of a memo key once per identity (bounded), as the encoder memoizes its PRR.
-        keyed = functools.lru_cache(maxsize=4096)(lambda identity: memo_key(secret, scope, identity))
+        # A memo key once per identity (bounded), as the encoder memoizes its PRR.
+        keyed = functools.lru_cache(maxsize=4096)(lambda identity: memo_key(scope, identity))
         charge_memo = ledger.charge_memo
 
         def memoized(value: Any) -> Any:

@@ -7,9 +7,9 @@ reference-counted) and held by one process at a time (an exclusive ``flock``, li
 What it records (never a value):
 
 * per campaign, fresh reports: the per-report (epsilon, delta), how many, and when (per second);
-* per memoized value: a *memo key*, HMAC-SHA256 under the client secret of the value's memo identity
-  (the bytes the mechanism derives its permanent response from) scoped by the campaign and the
-  parameters' fingerprint (:func:`memo_scope`, :func:`memo_key`), with its (epsilon_inf, delta), when it
+* per memoized value: a *memo key*, a keyed hash of the value's memo identity (the bytes the mechanism
+  derives its permanent response from) under a key derived from the client secret, the campaign and
+  the parameters' fingerprint (:func:`memo_scope`, :func:`memo_key`), with its (epsilon_inf, delta), when it
   was first reported, and how many reports of it were made. The key cannot be inverted without the
   secret, which never leaves the device.
 
@@ -33,6 +33,7 @@ stay readable.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -80,20 +81,20 @@ def _lp(data: bytes) -> bytes:
 
 
 def memo_scope(secret: ClientSecret, campaign_id: str, fingerprint: str) -> bytes:
-    """HMAC-SHA256(secret, label || campaign || parameters' fingerprint), length-prefixed: computed once
-    per reporter, it scopes the memo keys of one campaign and parameter set."""
+    """The memo keys' key for one campaign and parameter set: HMAC-SHA256(secret, label || campaign ||
+    parameters' fingerprint), length-prefixed (computed once per reporter; as secret as the secret)."""
     return secret.prf(MEMO_KEY_LABEL + _lp(campaign_id.encode("utf-8")) + _lp(fingerprint.encode("ascii")))
 
 
-def memo_key(secret: ClientSecret, scope: bytes, identity: bytes) -> bytes:
-    """HMAC-SHA256(secret, 0x01 || scope || memo identity): the ledger's key of a memoized value.
+def memo_key(scope: bytes, identity: bytes) -> bytes:
+    """Keyed BLAKE2b-256 of a value's memo identity under :func:`memo_scope`: the ledger's key of it.
 
     Equal exactly when the mechanism memoizes one permanent response for both values (same campaign, same
-    parameters, same identity), so a repeat is recognised without storing the value. ``scope`` is
-    :func:`memo_scope` (32 bytes, so the message is uniquely parsed); a short identity keeps the message
-    within one SHA-256 block (the cost of a new value is two compressions).
+    parameters, same identity), so a repeat is recognised without storing the value. Keyed BLAKE2b is a
+    PRF (RFC 7693, section 2.9: its keyed mode is a MAC) and costs one compression for a short identity,
+    a fraction of an HMAC: a new value is charged on the app thread.
     """
-    return secret.prf(b"\x01" + scope + identity)
+    return hashlib.blake2b(identity, key=scope, digest_size=32).digest()
 
 
 Term = tuple[float, float]  # a charge's (epsilon, delta)
