@@ -68,8 +68,9 @@ The device ledger (budget policies; ``docs/client.md``, "The privacy ledger")
     (:mod:`~ldp_client.reporter.ledger`, ``<state_dir>/ledger/spend.log``, shared by every reporter of the
     process on that ``state_dir``) before it is encoded: a fresh report (epsilon_inf = +inf) costs its
     (epsilon, delta); a memoized report (RAPPOR) of a value new to this campaign and parameters costs
-    (epsilon_inf, delta), a repeat nothing (memo keys are HMACs under the client secret, never values);
-    totals add up (basic composition, :func:`~ldp_client.reporter.policy.compose_basic`). With
+    (epsilon_inf, delta), a repeat nothing (memo keys are keyed hashes under a key derived from the
+    client secret, never values); totals add up (basic composition,
+    :func:`~ldp_client.reporter.policy.compose_basic`). With
     ``budget=BudgetPolicy(...)`` a report that would take the device's lifetime total, its total over
     the rolling window, or this campaign's total above a cap raises
     :class:`~ldp_client.errors.BudgetExceededError` (``cap``, ``limit``, ``spent``, ``requested``) on
