@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final, NoReturn
 
+import ldp_client.reporter.policy as policy_module
 from ldp_client.errors import BudgetExceededError, StateFileError
 from ldp_client.reporter.outbox import fsync_dir, read_records, record, write_all
 from ldp_client.reporter.policy import (
@@ -199,8 +200,10 @@ class DeviceLedger:
 
     Args (of :meth:`acquire`):
         state_dir: the app's state directory (the ledger is ``state_dir/ledger/spend.log``).
-        compose: the composition rule of the totals (:func:`~ldp_client.reporter.policy.compose_basic`;
-            the seam for an accountant: with another composer the caps are checked against its totals).
+        compose: the composition rule of the totals; default
+            :data:`~ldp_client.reporter.policy.DEVICE_COMPOSER` (basic composition; the seam for an
+            accountant: with another composer the caps are checked against its totals). The first
+            acquirer of a state_dir in the process decides.
         clock: Unix time in seconds (tests pass their own).
     """
 
@@ -245,7 +248,7 @@ class DeviceLedger:
         cls,
         state_dir: Path,
         *,
-        compose: Composer = compose_basic,
+        compose: Composer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> DeviceLedger:
         """The process's ledger of ``state_dir`` (opened and locked on first use; :meth:`release` it).
@@ -257,7 +260,7 @@ class DeviceLedger:
         with cls._registry_lock:
             ledger = cls._registry.get(directory)
             if ledger is None:
-                ledger = cls._open(directory, compose, clock)
+                ledger = cls._open(directory, compose or policy_module.DEVICE_COMPOSER, clock)
                 cls._registry[directory] = ledger
             ledger._refs += 1
             return ledger

@@ -60,6 +60,12 @@ def compose_basic(terms: Iterable[Term]) -> tuple[float, float]:
     return _ceil_float(eps), _ceil_float(delta)
 
 
+#: THE SEAM: the composition rule of every device ledger a Reporter opens (``DeviceLedger.acquire``'s
+#: default). Basic composition until an accountant's rule (advanced composition, a numerical accountant)
+#: replaces it here; the ledger then checks the caps against that rule's totals.
+DEVICE_COMPOSER: Composer = compose_basic
+
+
 def _ceil_float(x: Fraction) -> float:
     f = float(x)
     return math.nextafter(f, math.inf) if Fraction(f) < x else f

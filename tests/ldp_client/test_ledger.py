@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+import ldp_client.reporter.policy as policy_module
 from ldp_client import _journal_rows, registry, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.errors import (
@@ -189,7 +190,9 @@ def test_cancel_undoes_a_charge_not_yet_persisted(open_ledger: Any) -> None:
     assert ledger.snapshot(c.policy).window.epsilon == 0.25
 
 
-def test_another_composer_is_used_for_totals_and_caps(open_ledger: Any) -> None:
+def test_another_composer_is_used_for_totals_and_caps(
+    open_ledger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[list[Term]] = []
 
     def doubled(terms: Any) -> tuple[float, float]:
@@ -198,7 +201,9 @@ def test_another_composer_is_used_for_totals_and_caps(open_ledger: Any) -> None:
         eps, delta = compose_basic(terms)
         return 2 * eps, 2 * delta
 
-    ledger = open_ledger(clock=Clock(), compose=doubled)
+    # The seam: the module-level rule is what every ledger a Reporter opens uses.
+    monkeypatch.setattr(policy_module, "DEVICE_COMPOSER", doubled)
+    ledger = open_ledger(clock=Clock())
     c = Caps(ledger, lifetime_epsilon=1.0)
     c.fresh("a")
     c.fresh("a")  # 2 * 0.5 = 1.0
