@@ -138,7 +138,33 @@ class StoreUnavailableError(LdpError):
 
 
 class BudgetExceededError(LdpError):
-    """A campaign asks for more privacy loss than the app allows."""
+    """A campaign, or one more report, asks for more privacy loss than the app allows.
+
+    Raised with a message only when a campaign's per-report cost is over ``max_epsilon`` (or
+    ``max_epsilon_inf``); the device ledger's refusals also name the cap and the amounts:
+
+    Attributes:
+        cap: the cap crossed (``"lifetime_epsilon"``, ``"window_delta"``, ``"campaign_epsilon"``, ...), or
+            None for a campaign refused outright.
+        limit: the cap's value (None with ``cap``).
+        spent: what the scope had spent before this report (None with ``cap``).
+        requested: what this report would add (None with ``cap``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cap: str | None = None,
+        limit: float | None = None,
+        spent: float | None = None,
+        requested: float | None = None,
+    ) -> None:
+        self.cap = cap
+        self.limit = limit
+        self.spent = spent
+        self.requested = requested
+        super().__init__(message)
 
 
 class StateFileError(LdpError):

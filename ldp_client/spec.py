@@ -234,6 +234,21 @@ class MechanismSpec(abc.ABC, Generic[P]):
         (fresh noise per report: k reports cost k epsilon)."""
         return math.inf
 
+    def delta(self, params: P) -> float:
+        """The delta of one report under (epsilon, delta)-LDP: 0 for pure epsilon-LDP mechanisms (every one
+        but those that override it, e.g. a Gaussian mechanism). The device ledger adds it up per report."""
+        return 0.0
+
+    def memo_identity(self, params: P, value: Any) -> bytes | None:
+        """Bytes equal for two values exactly when the mechanism memoizes one permanent response for both
+        (RAPPOR: the value's UTF-8 bytes, its domain index, its bit), for the device ledger's memo key
+        (charged epsilon_inf once per identity). Raises DomainError for a value outside the domain.
+
+        None (the default) when the mechanism has no such identity: a memoized mechanism (finite
+        :meth:`epsilon_inf`) is then charged epsilon_inf for every report, as if each were a new value
+        (an over-count, never an under-count). Unused for mechanisms without a longitudinal bound."""
+        return None
+
     def wire_names(self, params: P) -> WireNames:
         """The ``ldp.v1`` oneof members of a campaign of ``params``: :attr:`wire`, except for a wrapper whose
         reports are those of the mechanism it wraps (set-valued: its inner oracle's batch and report

@@ -76,6 +76,7 @@ __all__ = [
     "campaign_from_proto",
     "campaign_to_proto",
     "check_f_zero_opt_in",
+    "delta",
     "epsilon_inf",
     "mechanism_field",
     "params_from_proto",
@@ -175,6 +176,11 @@ def epsilon_inf(params: MechanismParams) -> float:
     (k reports of one value cost k * epsilon by composition), reported as +infinity.
     """
     return _spec(params).epsilon_inf(params)
+
+
+def delta(params: MechanismParams) -> float:
+    """The delta of one report: 0 for pure epsilon-LDP mechanisms (the spec's ``delta``)."""
+    return _spec(params).delta(params)
 
 
 def params_to_proto(params: MechanismParams) -> tuple[str, ParamsMessage]:

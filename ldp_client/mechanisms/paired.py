@@ -459,6 +459,23 @@ class PairedSpec(MechanismSpec[PairedParams]):
     ) -> Callable[[Any], Any]:
         return PairedEncoder(params, campaign_id=campaign_id, secret=secret).encode
 
+    def memo_identity(self, params: PairedParams, value: Any) -> bytes | None:
+        # Both sides memoized (RAPPOR): the pair's permanent responses are those of its two values, so the
+        # pair of their identities (length-prefixed). A new pair with one known side is charged both
+        # sides' epsilon_inf again: an over-count, never an under-count.
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
+            raise DomainError("value", value, "a pair (first_value, second_value)")
+        parts = []
+        for side, side_params, v in zip(SIDES, params.sides, value, strict=True):
+            try:
+                identity = side_spec(side_params).memo_identity(side_params, v)
+            except DomainError as exc:
+                raise DomainError(f"{side}.{exc.field}", exc.value, exc.allowed) from exc
+            if identity is None:
+                return None
+            parts.append(len(identity).to_bytes(4, "big") + identity)
+        return b"".join(parts)
+
     # ----------------------------------------------------------------------------------------- codec
 
     def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: PairedParams, columns: Any) -> None:

@@ -63,6 +63,24 @@ Campaign check (the rule)
       of changing values. rr and grr have no such bound (+inf), so setting ``max_epsilon_inf`` refuses
       them: use it when the app must cap what repeated reporting can ever reveal.
 
+The device ledger (budget policies; ``docs/client.md``, "The privacy ledger")
+    Beyond the campaign check, every report is charged to the device's ledger
+    (:mod:`~ldp_client.reporter.ledger`, ``<state_dir>/ledger/spend.log``, shared by every reporter of the
+    process on that ``state_dir``) before it is encoded: a fresh report (epsilon_inf = +inf) costs its
+    (epsilon, delta); a memoized report (RAPPOR) of a value new to this campaign and parameters costs
+    (epsilon_inf, delta), a repeat nothing (memo keys are keyed hashes under a key derived from the
+    client secret, never values); totals add up (basic composition,
+    :func:`~ldp_client.reporter.policy.compose_basic`). With
+    ``budget=BudgetPolicy(...)`` a report that would take the device's lifetime total, its total over
+    the rolling window, or this campaign's total above a cap raises
+    :class:`~ldp_client.errors.BudgetExceededError` (``cap``, ``limit``, ``spent``, ``requested``) on
+    the app thread, nothing encoded; the reporter keeps running. A value that waited for the campaign and
+    is refused then is a loss (``"budget"``). The charges are appended to the ledger and ``fsync``-ed by
+    the background thread BEFORE their reports are journaled, so a crash can over-count but never
+    under-count what may be sent (a fresh mechanism with no cap set is charged by that thread alone,
+    per group it journals: nothing can be refused, and ``report()`` stays as cheap as before).
+    :meth:`Reporter.privacy_spend` is the snapshot.
+
 Permanent errors stop the reporter
     ``GetCampaign`` or ``Submit`` answering ``UNAUTHENTICATED`` or ``PERMISSION_DENIED`` stops it with
     :class:`~ldp_client.errors.AccessDeniedError` (retrying with the same token cannot succeed; reports
@@ -173,6 +191,8 @@ The modules, bottom up (each imports only those above it):
   :class:`~ldp_client.reporter.outbox.Outbox` directory.
 * :mod:`~ldp_client.reporter.campaign`: pinned and cached campaigns, the budget check,
   :func:`encoder_for`.
+* :mod:`~ldp_client.reporter.policy`: :class:`BudgetPolicy`, a report's cost, the composition rule and
+  the :class:`PrivacySpend` snapshot; :mod:`~ldp_client.reporter.ledger`: the durable device ledger.
 * :mod:`~ldp_client.reporter.base`: the shared state, stopping, losses and settled batches.
 * :mod:`~ldp_client.reporter.journaling`, :mod:`~ldp_client.reporter.fetching`,
   :mod:`~ldp_client.reporter.sending`: the background thread's work on the outbox, the campaign and
@@ -195,6 +215,7 @@ from ldp_client.reporter.outbox import parse_segment_header as _parse_segment_he
 from ldp_client.reporter.outbox import read_records as _read_records  # noqa: F401
 from ldp_client.reporter.outbox import record as _record  # noqa: F401
 from ldp_client.reporter.outbox import segment_header as _segment_header  # noqa: F401
+from ldp_client.reporter.policy import BudgetPolicy, CampaignSpend, PrivacySpend, Spend
 from ldp_client.reporter.stats import (
     Discard,
     DiscardReason,
@@ -205,12 +226,16 @@ from ldp_client.reporter.stats import (
 )
 
 __all__ = [
+    "BudgetPolicy",
+    "CampaignSpend",
     "Discard",
     "DiscardReason",
+    "PrivacySpend",
     "Reporter",
     "ReporterClosedError",
     "ReporterError",
     "ReporterStats",
     "ReportsLostError",
+    "Spend",
     "encoder_for",
 ]

@@ -11,6 +11,7 @@ thread loop (:mod:`~ldp_client.reporter.core`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import deque
@@ -20,12 +21,20 @@ from typing import Any, Literal, NoReturn
 
 import grpc
 
-from ldp_client import _journal_rows, wire
+from ldp_client import _journal_rows, registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import LdpError
 from ldp_client.params import MechanismParams
 from ldp_client.reporter.campaign import Budget
+from ldp_client.reporter.ledger import (
+    ChargePlan,
+    DeviceLedger,
+    memo_key,
+    memo_scope,
+    pause_after_spend_for_tests,
+)
 from ldp_client.reporter.outbox import Batch, Outbox, Segment, params_fingerprint
+from ldp_client.reporter.policy import ReportCost
 from ldp_client.reporter.settings import BATCH_OVERHEAD_BYTES, ReporterSettings
 from ldp_client.reporter.stats import Counters, Discard, DiscardReason, State
 from ldp_client.secret import ClientSecret
@@ -61,6 +70,9 @@ class ReporterState:
         on_discard: Callable[[Discard], None] | None,
     ) -> None:
         self._budget = Budget(campaign_id, settings.max_epsilon, settings.max_epsilon_inf)
+        self._policy = settings.budget
+        self._ledger: DeviceLedger | None = None  # acquired by the Reporter after the outbox lock
+        self._bulk_plan: ChargePlan | None = None  # charged per journaled group (see _charging)
         self._batch_size = settings.batch_size
         self._max_age = settings.max_batch_age_s
         self._initial_delay = settings.initial_retry_delay_s
@@ -134,6 +146,64 @@ class ReporterState:
         self._pack = _journal_rows.row_packer(params)
         per_batch = (self._max_batch_bytes - BATCH_OVERHEAD_BYTES) // _journal_rows.row_bytes(params)
         self._cap = max(1, min(self._batch_size, per_batch))
+
+    def _charging(self, params: MechanismParams, encode: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``encode`` preceded by the device ledger's charge (module :mod:`~ldp_client.reporter.ledger`):
+        the cost is reserved, or BudgetExceededError raised, before the value is encoded."""
+        ledger = self._ledger
+        if ledger is None:  # pragma: no cover - the Reporter acquires it before any encoder exists
+            raise RuntimeError("the device ledger is not open")
+        cid = self.campaign_id
+        cost = ReportCost(
+            epsilon=float(params.epsilon),
+            delta=float(wire.delta(params)),
+            epsilon_inf=float(wire.epsilon_inf(params)),
+            fingerprint=params_fingerprint(params),
+        )
+        plan = ledger.plan(cid, cost, self._policy)
+        if not plan.memoized and not plan.checks:
+            # Fresh noise and no cap to check: nothing can be refused, so the charge is made where it must
+            # be durable anyway, by the background thread for each group it journals (_persist_spend),
+            # and report() pays nothing for it. Timed when drained: no earlier than the reports.
+            self._bulk_plan = plan
+            return encode
+        if not plan.memoized:
+            charge, cancel = ledger.charge_fresh, ledger.cancel
+
+            def fresh(value: Any) -> Any:
+                token = charge(plan)
+                try:
+                    return encode(value)
+                except BaseException:
+                    cancel(plan, token)  # the value was not encoded: no report, no cost
+                    raise
+
+            return fresh
+
+        spec = registry.spec_for(params)
+        secret = self._load_secret()
+        scope = memo_scope(secret, cid, cost.fingerprint)
+        # A memo key once per identity (bounded), as the encoder memoizes its PRR.
+        keyed = functools.lru_cache(maxsize=4096)(lambda identity: memo_key(scope, identity))
+        charge_memo = ledger.charge_memo
+
+        def memoized(value: Any) -> Any:
+            identity = spec.memo_identity(params, value)  # DomainError before anything is charged
+            charge_memo(plan, None if identity is None else keyed(identity))
+            return encode(value)
+
+        return memoized
+
+    def _persist_spend(self, count: int) -> None:
+        """Make the charges of the ``count`` reports about to be journaled durable first (the ledger's
+        rule); those of an uncapped fresh mechanism are made here (see :meth:`_charging`)."""
+        ledger = self._ledger
+        if ledger is None:  # pragma: no cover - the ledger is released only after the thread ends
+            raise RuntimeError("the device ledger is not open")
+        if self._bulk_plan is not None:
+            ledger.charge_bulk(self._bulk_plan, count)
+        ledger.persist()
+        pause_after_spend_for_tests()
 
     def _notify_discard(self, event: Discard) -> None:
         """Pass a loss to the app's callback (never while holding the lock; its errors are logged)."""

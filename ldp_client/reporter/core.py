@@ -22,7 +22,9 @@ from ldp_client.errors import LdpError, StateFileError
 from ldp_client.reporter.base import StopThreadError, logger
 from ldp_client.reporter.campaign import encoder_for, load_cached, load_pinned
 from ldp_client.reporter.fetching import CampaignFetching
+from ldp_client.reporter.ledger import DeviceLedger
 from ldp_client.reporter.outbox import CAMPAIGN_CACHE
+from ldp_client.reporter.policy import BudgetPolicy, PrivacySpend
 from ldp_client.reporter.sending import BatchSending
 from ldp_client.reporter.settings import DEFAULT_MAX_BATCH_BYTES, check_settings
 from ldp_client.reporter.stats import (
@@ -68,13 +70,18 @@ class Reporter(CampaignFetching, BatchSending):
         channel_credentials: TLS credentials for the channel (None: plaintext); ignored with ``channel``.
         metadata: ``(key, value)`` pairs sent with every call, e.g. an ``authorization`` token.
         channel: a ready gRPC channel (tests, custom options). It is not closed by :meth:`close`.
+        budget: the caps on the device's total spend (:class:`~ldp_client.reporter.policy.BudgetPolicy`:
+            lifetime, rolling window, this campaign), checked against the device ledger
+            ``state_dir/ledger/`` before each value is encoded; default: no cap (the spend is still
+            recorded, :meth:`privacy_spend`).
 
     Raises:
         InvalidParameterError: an argument out of range, or an unreadable or invalid ``campaign`` file.
         BudgetExceededError: the pinned ``campaign`` asks more epsilon than ``max_epsilon`` (or
             ``max_epsilon_inf``) allows.
-        StateFileError: the outbox cannot be created, another reporter holds it, or the client secret of
-            a pinned RAPPOR campaign cannot be read or created.
+        StateFileError: the outbox cannot be created, another reporter holds it, the device ledger cannot
+            be opened or another process holds it, or the client secret of a pinned RAPPOR campaign
+            cannot be read or created.
     """
 
     def __init__(
@@ -99,6 +106,7 @@ class Reporter(CampaignFetching, BatchSending):
         channel_credentials: grpc.ChannelCredentials | None = None,
         metadata: Sequence[tuple[str, str]] = (),
         channel: grpc.Channel | None = None,
+        budget: BudgetPolicy | None = None,
     ) -> None:
         settings = check_settings(
             target=target,
@@ -118,6 +126,7 @@ class Reporter(CampaignFetching, BatchSending):
             channel_credentials=channel_credentials,
             metadata=metadata,
             channel=channel,
+            budget=budget,
         )
         super().__init__(
             campaign_id, settings, state_dir=Path(state_dir), secret=secret, on_discard=on_discard
@@ -128,13 +137,16 @@ class Reporter(CampaignFetching, BatchSending):
         self._lock_fd = self._outbox.lock()
 
         try:
+            self._ledger = DeviceLedger.acquire(self._state_dir)
             cache = self._dir / CAMPAIGN_CACHE
             start = pinned or (load_cached(cache, self._budget) if use_cached_campaign else None)
             if start is not None:
                 self._init_encoding(start.params)
-                self._encode = encoder_for(start.params, campaign_id=campaign_id, secret=self._load_secret)
+                encode = encoder_for(start.params, campaign_id=campaign_id, secret=self._load_secret)
+                self._encode = self._charging(start.params, encode)
                 self._source = "pinned" if pinned is not None else "cached"
         except BaseException:
+            self._release_ledger()
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
@@ -172,10 +184,13 @@ class Reporter(CampaignFetching, BatchSending):
 
         The value is encoded here with the campaign's per-report encoder (OS CSPRNG) once the parameters
         are known (pinned, cached or fetched); before that it waits in memory (see the package docstring).
+        Its cost is charged to the device ledger first (:meth:`privacy_spend`).
 
         Raises:
             DomainError: the parameters are known and ``value`` is not in the campaign's domain.
-            BudgetExceededError: the campaign was refused (its epsilon exceeds the app's maximum).
+            BudgetExceededError: the campaign was refused (its epsilon exceeds the app's maximum), or this
+                report would cross a cap of ``budget`` (``err.cap`` names it; nothing was encoded, and
+                the reporter keeps running: a later report may fit, e.g. once the window has rolled).
             CampaignClosedError, CampaignNotFoundError, CampaignMismatchError, AccessDeniedError: the
                 reporter stopped (closed, unknown or contradicted campaign, refused credentials).
             InvalidParameterError: the campaign's mechanism or parameters are unsupported.
@@ -213,6 +228,15 @@ class Reporter(CampaignFetching, BatchSending):
                 return
             first = self._overflow_locked()
         self._emit_overflow(first)
+
+    def privacy_spend(self) -> PrivacySpend:
+        """What this device has spent (every campaign on this ``state_dir``), from the device ledger:
+        lifetime, the policy's rolling window, and per campaign (counts of fresh reports, memoized values
+        and their reports). Charges reserved by :meth:`report` count at once (before they are durable)."""
+        ledger = self._ledger
+        if ledger is None:
+            raise ReporterClosedError(f"the reporter for campaign_id={self.campaign_id!r} is closed")
+        return ledger.snapshot(self._policy)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Seal the current batch and wait until everything reported before this call is settled.
@@ -261,6 +285,7 @@ class Reporter(CampaignFetching, BatchSending):
             self._wakeup = True
             self._cond.notify_all()
         self._thread.join()
+        self._release_ledger()
         if self._owns_channel:
             self._channel.close()
         if self._lock_fd is not None:
@@ -302,6 +327,7 @@ class Reporter(CampaignFetching, BatchSending):
                 encoded=c.encoded,
                 dropped_invalid=c.dropped_invalid,
                 dropped_overflow=c.dropped_overflow,
+                dropped_budget=c.dropped_budget,
                 discarded=c.discarded,
                 journaled=c.journaled,
                 sealed_batches=c.sealed_batches,
@@ -319,6 +345,14 @@ class Reporter(CampaignFetching, BatchSending):
                 parameters_from=self._source,
                 last_error=self._last_error,
             )
+
+    def _release_ledger(self) -> None:
+        ledger, self._ledger = self._ledger, None
+        if ledger is not None:
+            try:
+                ledger.release()
+            except OSError:
+                logger.exception("ldp reporter %r: cannot persist the privacy ledger", self.campaign_id)
 
     def _check_open_locked(self) -> None:
         if self._closed:

@@ -14,6 +14,7 @@ from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2
 from ldp_client.errors import (
     AccessDeniedError,
+    BudgetExceededError,
     CampaignClosedError,
     CampaignMismatchError,
     CampaignNotFoundError,
@@ -142,7 +143,9 @@ class CampaignFetching(JournalingReporter):
 
     def _start_encoding(self, params: MechanismParams) -> None:
         try:
-            encode = encoder_for(params, campaign_id=self.campaign_id, secret=self._load_secret)
+            encode = self._charging(
+                params, encoder_for(params, campaign_id=self.campaign_id, secret=self._load_secret)
+            )
         except (StateFileError, InvalidParameterError) as exc:
             self._fail(exc)
         self._init_encoding(params)
@@ -157,10 +160,13 @@ class CampaignFetching(JournalingReporter):
                     return
             out: list[Any] = []
             bad = 0
+            over: list[BudgetExceededError] = []
             kinds: set[str] = set()
             for value in raw:
                 try:
                     out.append(encode(value))
+                except BudgetExceededError as exc:
+                    over.append(exc)  # the device's budget policy refused it: nothing was encoded
                 except (DomainError, TypeError, ValueError) as exc:
                     bad += 1
                     kinds.add(f"{type(value).__name__} ({type(exc).__name__})")
@@ -168,9 +174,14 @@ class CampaignFetching(JournalingReporter):
                 self._encoded.extend(out)
                 self._c.encoded += len(out)
                 self._c.dropped_invalid += bad
-                self._finished += bad
+                self._c.dropped_budget += len(over)
+                self._finished += bad + len(over)
                 self._wakeup = True
                 self._cond.notify_all()
+            if over:
+                first = over[0]
+                why = f"values reported before the campaign was known, refused by the budget policy: {first}"
+                self._discard("budget", len(over), why)
             # Never log the values themselves: they are the user's true, private values.
             self._discard(
                 "invalid",

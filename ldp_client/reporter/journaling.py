@@ -152,10 +152,12 @@ class JournalingReporter(ReporterState):
             self._seal()
 
     def _append(self, items: list[Any]) -> None:
-        """Journal encoded reports into the open segment, sealing it each time it is full."""
+        """Journal encoded reports into the open segment, sealing it each time it is full; their charges
+        are made durable in the device ledger first (:meth:`_persist_spend`)."""
         params = self._params
         if params is None:  # pragma: no cover - items exist only once the parameters are known
             return
+        self._persist_spend(len(items))
         pack = self._pack
         pos = 0
         while pos < len(items):

@@ -16,6 +16,7 @@ import grpc
 
 from ldp_client import wire
 from ldp_client.errors import InvalidParameterError
+from ldp_client.reporter.policy import BudgetPolicy
 from ldp_client.reporter.stats import Discard
 from ldp_client.secret import ClientSecret
 
@@ -67,6 +68,7 @@ class ReporterSettings:
     max_pending: int
     max_batch_bytes: int
     metadata: tuple[tuple[str, str], ...]
+    budget: BudgetPolicy
 
 
 def check_settings(
@@ -88,6 +90,7 @@ def check_settings(
     channel_credentials: grpc.ChannelCredentials | None,
     metadata: Sequence[tuple[str, str]],
     channel: grpc.Channel | None,
+    budget: BudgetPolicy | None = None,
 ) -> ReporterSettings:
     """Check a reporter's arguments (InvalidParameterError naming the first bad one); nothing is opened."""
     if not isinstance(campaign_id, str) or not 1 <= len(campaign_id) <= wire.MAX_ID_LENGTH:
@@ -127,6 +130,8 @@ def check_settings(
             raise InvalidParameterError(f"metadata[{i}]", pair, "a (key, value) tuple of strings")
         if pair[0] != pair[0].lower():
             raise InvalidParameterError(f"metadata[{i}]", pair[0], "a lower-case key (gRPC requires it)")
+    if budget is not None and not isinstance(budget, BudgetPolicy):
+        raise InvalidParameterError("budget", type(budget).__name__, "a BudgetPolicy or None")
     return ReporterSettings(
         max_epsilon=checked_max_epsilon,
         max_epsilon_inf=checked_max_epsilon_inf,
@@ -138,4 +143,5 @@ def check_settings(
         max_pending=checked_max_pending,
         max_batch_bytes=checked_max_batch_bytes,
         metadata=md,
+        budget=budget if budget is not None else BudgetPolicy(),
     )

@@ -13,8 +13,15 @@ from typing import Final, Literal
 from ldp_client.errors import LdpError
 
 State = Literal["starting", "running", "stopped", "closed"]
-DiscardReason = Literal["invalid", "overflow", "stopped", "rejected", "mismatch"]
-_REASONS: Final[tuple[DiscardReason, ...]] = ("invalid", "overflow", "stopped", "rejected", "mismatch")
+DiscardReason = Literal["invalid", "overflow", "stopped", "rejected", "mismatch", "budget"]
+_REASONS: Final[tuple[DiscardReason, ...]] = (
+    "invalid",
+    "overflow",
+    "stopped",
+    "rejected",
+    "mismatch",
+    "budget",
+)
 
 
 class ReporterError(LdpError):
@@ -46,7 +53,8 @@ class Discard:
     """One loss, as passed to the ``on_discard`` callback (see the package docstring, "Losses").
 
     Attributes:
-        reason: ``invalid``, ``overflow``, ``stopped``, ``rejected`` or ``mismatch``.
+        reason: ``invalid``, ``overflow``, ``stopped``, ``rejected``, ``mismatch`` or ``budget`` (a value
+            reported before the campaign was known whose report the device's budget policy refused).
         count: values or reports lost.
         detail: a human-readable line (never a reported value).
     """
@@ -69,6 +77,8 @@ class ReporterStats:
         encoded: values encoded (on the app thread, or later for values reported before the campaign).
         dropped_invalid: values reported before the campaign was known that are not in its domain.
         dropped_overflow: values dropped because ``max_pending`` values were already waiting.
+        dropped_budget: values reported before the campaign was known whose report the budget policy
+            refused once the campaign arrived (a value reported after it raises BudgetExceededError).
         discarded: values or encoded reports dropped from memory because the reporter stopped or closed
             before they could be encoded or journaled (never written anywhere).
         journaled: encoded reports written to the outbox journal.
@@ -80,8 +90,8 @@ class ReporterStats:
         rejected_batches: batches moved to ``rejected/`` (refused by the server, or encoded with
             parameters the server contradicts).
         rejected_reports: reports in those batches.
-        lost_reports: everything lost in this run: ``dropped_invalid + dropped_overflow + discarded +
-            rejected_reports``.
+        lost_reports: everything lost in this run: ``dropped_invalid + dropped_overflow +
+            dropped_budget + discarded + rejected_reports``.
         recovered_batches: batches found in the outbox at start (sealed files and the journal).
         recovered_reports: reports in those batches.
         pending_reports: reports not yet acknowledged or rejected (raw, encoded, journaled or sealed).
@@ -96,6 +106,7 @@ class ReporterStats:
     encoded: int
     dropped_invalid: int
     dropped_overflow: int
+    dropped_budget: int
     discarded: int
     journaled: int
     sealed_batches: int
@@ -132,6 +143,7 @@ class Counters:
     rejected_batches: int = 0
     rejected_reports: int = 0
     mismatched_reports: int = 0
+    dropped_budget: int = 0
     recovered_batches: int = 0
     recovered_reports: int = 0
     segment_reports: int = 0
@@ -146,4 +158,5 @@ class Counters:
             "stopped": self.discarded,
             "rejected": self.rejected_reports - self.mismatched_reports,
             "mismatch": self.mismatched_reports,
+            "budget": self.dropped_budget,
         }

@@ -41,7 +41,9 @@ def test_the_client_snippet_runs_against_the_operators_home_campaign(
         code = code.replace("/var/lib/myapp/ldp", str(tmp_path / "ldp"))
         monkeypatch.chdir(tmp_path)
         exec(compile(code, "README.md", "exec"), {})  # leaving its `with` block raises on any loss
-        assert "RapporReport(cohort=" in capsys.readouterr().out
-        assert server.servicer.counts() == [1]
+        out = capsys.readouterr().out
+        assert "RapporReport(cohort=" in out
+        assert f"Spend(epsilon={RapporParams(k=128, h=2, m=64).epsilon_inf!r}, delta=0.0)" in out
+        assert server.servicer.counts() == [2]
     finally:
         server.stop()

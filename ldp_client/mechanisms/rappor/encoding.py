@@ -529,3 +529,22 @@ def _check_bool(value: object) -> bool:
     if value is True or value is False:
         return value
     raise DomainError("value", value, "a bool (True or False)")
+
+
+# ------------------------------------------------------------------- memo identities (the device ledger)
+# The bytes each encoder derives its PRR from, so that the device ledger charges epsilon_inf once per PRR.
+
+
+def string_memo_identity(value: object) -> bytes:
+    """String RAPPOR: the value's UTF-8 bytes (the ``value`` field of the PRR seed); DomainError otherwise."""
+    return _utf8("value", value if type(value) is str else _exact_str(value), DomainError)
+
+
+def basic_memo_identity(params: BasicRapporParams, value: object) -> bytes:
+    """Basic RAPPOR: the value's domain index as u32 (the PRR seed's value field); DomainError otherwise."""
+    return _u32(params.domain.index(value))
+
+
+def boolean_memo_identity(value: object) -> bytes:
+    """Boolean RAPPOR: one byte, the bit (the PRR seed's value field); DomainError for a non-bool."""
+    return b"\x01" if _check_bool(value) else b"\x00"

@@ -51,7 +51,10 @@ from ldp_client.mechanisms.rappor.encoding import (
     BooleanRapporEncoder,
     RapporEncoder,
     RapporReport,
+    basic_memo_identity,
     bloom_bits,
+    boolean_memo_identity,
+    string_memo_identity,
 )
 from ldp_client.mechanisms.rappor.params import (
     BasicRapporParams,
@@ -163,6 +166,9 @@ class RapporSpec(RapporFamilySpec[RapporParams]):
         self, params: RapporParams, *, campaign_id: str, secret: SecretSource | None
     ) -> Callable[[Any], Any]:
         return RapporEncoder(params, campaign_id=campaign_id, secret=client_secret(secret, self.name)).encode
+
+    def memo_identity(self, params: RapporParams, value: Any) -> bytes:
+        return string_memo_identity(value)
 
     def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: RapporParams, columns: Any) -> None:
         import numpy as np
@@ -391,6 +397,9 @@ class BasicRapporSpec(PackedRowsSpec[BasicRapporParams]):
             params, campaign_id=campaign_id, secret=client_secret(secret, self.name)
         ).encode
 
+    def memo_identity(self, params: BasicRapporParams, value: Any) -> bytes:
+        return basic_memo_identity(params, value)
+
     def encode_batch(
         self,
         params: BasicRapporParams,
@@ -509,6 +518,9 @@ class BooleanRapporSpec(PackedRowsSpec[BooleanRapporParams]):
     ) -> Callable[[Any], Any]:
         key = client_secret(secret, self.name)
         return BooleanRapporEncoder(params, campaign_id=campaign_id, secret=key).encode
+
+    def memo_identity(self, params: BooleanRapporParams, value: Any) -> bytes:
+        return boolean_memo_identity(value)
 
     def encode_batch(
         self,

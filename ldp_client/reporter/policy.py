@@ -1,0 +1,205 @@
+"""The device's privacy budget: the caps an app sets (:class:`BudgetPolicy`), the cost of one report
+(:class:`ReportCost`), the composition rule, and the spend snapshot (:class:`PrivacySpend`).
+
+The ledger (:mod:`ldp_client.reporter.ledger`) keeps the spend; this module holds what it is measured in.
+
+Composition (``docs/client.md``, "The privacy ledger"):
+
+* a *fresh* report (a mechanism that draws new noise per report: rr, grr, ...; ``epsilon_inf`` is +inf)
+  costs its per-report (epsilon, delta);
+* a *memoized* report (RAPPOR's permanent randomized response; ``epsilon_inf`` finite) of a value this
+  device has not reported to this campaign with these parameters costs (epsilon_inf, delta): the
+  longitudinal bound covers every later report of that value (Erlingsson, Pihur, Korolova, CCS 2014,
+  Theorem 1), so a repeat costs nothing more;
+* costs add up: basic sequential composition (Dwork and Roth, "The Algorithmic Foundations of
+  Differential Privacy", 2014, Theorem 3.16: k mechanisms of (eps_i, delta_i) together are
+  (sum eps_i, sum delta_i)-DP). Distinct values of a memoized mechanism have independent permanent
+  responses (different HMAC inputs), so they compose like separate mechanisms.
+
+:func:`compose_basic` is that rule over *terms* ``(epsilon, delta, k)``: k reports of one (epsilon, delta).
+It is the seam where a tighter accountant (advanced composition, Dwork-Rothblum-Vadhan 2010) can replace
+the total: the ledger calls whatever composer it is given with the terms of a scope. With the basic rule
+(the default) the ledger keeps exact integer sums instead (:data:`UNITS_PER_EPSILON`), which equal
+:func:`compose_basic` rounded up, so that a cap is never crossed by a float rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Final
+
+from ldp_client.errors import InvalidParameterError
+
+#: Epsilon and delta are kept as integers of 2**-64: a float times 2**64 is exact, so a charge rounded up
+#: and a cap rounded down to units compare exactly (never crossed by accumulated float rounding).
+UNITS_PER_EPSILON: Final = 2.0**64
+#: The longest rolling window a policy may set (a year): the ledger keeps each second's charges that long.
+MAX_WINDOW_SECONDS: Final = 366 * 86400.0
+
+Term = tuple[float, float, int]
+"""``(epsilon, delta, k)``: k reports (or new memoized values) of one per-report (epsilon, delta)."""
+
+Composer = Callable[[Iterable[Term]], tuple[float, float]]
+"""Total (epsilon, delta) of a scope's terms: :func:`compose_basic`, or an accountant's tighter rule."""
+
+
+def compose_basic(terms: Iterable[Term]) -> tuple[float, float]:
+    """Basic sequential composition: ``(sum k * epsilon, sum k * delta)`` (Dwork-Roth 2014, Thm 3.16).
+
+    Computed exactly (fractions) and rounded up to the next float, so the total is never below the true
+    sum. This is the rule the ledger applies; an accountant's composer can replace it (module docstring).
+    """
+    eps = Fraction(0)
+    delta = Fraction(0)
+    for e, d, k in terms:
+        eps += Fraction(e) * k
+        delta += Fraction(d) * k
+    return _ceil_float(eps), _ceil_float(delta)
+
+
+#: THE SEAM: the composition rule of every device ledger a Reporter opens (``DeviceLedger.acquire``'s
+#: default). Basic composition until an accountant's rule (advanced composition, a numerical accountant)
+#: replaces it here; the ledger then checks the caps against that rule's totals.
+DEVICE_COMPOSER: Composer = compose_basic
+
+
+def _ceil_float(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
+def to_units_up(x: float) -> int:
+    """``x`` in units of 2**-64, rounded up (a charge: never under-counted)."""
+    return math.ceil(x * UNITS_PER_EPSILON)
+
+
+def to_units_down(x: float) -> int:
+    """``x`` in units of 2**-64, rounded down (a cap: never loosened)."""
+    return math.floor(x * UNITS_PER_EPSILON)
+
+
+def from_units(u: int) -> float:
+    return u / UNITS_PER_EPSILON
+
+
+def _cap(name: str, value: object, *, upper: float = math.inf) -> float | None:
+    if value is None:
+        return None
+    # bool is an int, but not a budget; anything that is not a number compares as NaN (refused).
+    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    if math.isfinite(number) and 0 <= number <= upper:
+        return number
+    bound = f"<= {upper}" if math.isfinite(upper) else "finite"
+    raise InvalidParameterError(name, value, f"a number >= 0 and {bound}, or None (no cap)")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPolicy:
+    """The caps an app sets on what this device may spend (``Reporter(budget=...)``); None: no cap.
+
+    Every cap is checked before a report is encoded: a report whose cost would take a scope's total
+    above its cap is refused with :class:`~ldp_client.errors.BudgetExceededError`.
+
+    Attributes:
+        lifetime_epsilon, lifetime_delta: the device's total over every campaign and all time.
+        window_epsilon, window_delta: the device's total over every campaign in the last
+            ``window_seconds`` (a rolling window, e.g. a day as Apple publishes its budgets).
+        window_seconds: the window's length (default one day; at most a year).
+        campaign_epsilon, campaign_delta: the total of the reporter's own campaign, all time.
+    """
+
+    lifetime_epsilon: float | None = None
+    lifetime_delta: float | None = None
+    window_epsilon: float | None = None
+    window_delta: float | None = None
+    window_seconds: float = 86400.0
+    campaign_epsilon: float | None = None
+    campaign_delta: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("lifetime_epsilon", "window_epsilon", "campaign_epsilon"):
+            _cap(f"budget.{name}", getattr(self, name))
+        for name in ("lifetime_delta", "window_delta", "campaign_delta"):
+            _cap(f"budget.{name}", getattr(self, name), upper=1.0)
+        w = self.window_seconds
+        if isinstance(w, bool) or not isinstance(w, int | float) or not 0 < w <= MAX_WINDOW_SECONDS:
+            raise InvalidParameterError(
+                "budget.window_seconds", w, f"a number of seconds in (0, {MAX_WINDOW_SECONDS:.0f}]"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ReportCost:
+    """What one report of a campaign costs (from its parameters, recomputed on the device).
+
+    Attributes:
+        epsilon: the per-report epsilon (``params.epsilon``).
+        delta: the per-report delta (``wire.delta(params)``; 0 for pure epsilon-LDP mechanisms).
+        epsilon_inf: the longitudinal bound of a memoized mechanism, or +inf for fresh noise per report.
+        fingerprint: the parameters' fingerprint (a memoized value is new again under new parameters).
+    """
+
+    epsilon: float
+    delta: float
+    epsilon_inf: float
+    fingerprint: str
+
+    @property
+    def memoized(self) -> bool:
+        """True when repeated reports of one value are bounded by ``epsilon_inf`` (RAPPOR's PRR)."""
+        return math.isfinite(self.epsilon_inf)
+
+    @property
+    def charge(self) -> tuple[float, float]:
+        """(epsilon, delta) charged per fresh report, or per new value of a memoized mechanism."""
+        return (self.epsilon_inf if self.memoized else self.epsilon), self.delta
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """A total (epsilon, delta), composed by the ledger's rule (:func:`compose_basic` by default)."""
+
+    epsilon: float = 0.0
+    delta: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignSpend:
+    """One campaign's spend on this device.
+
+    Attributes:
+        spend: its total (epsilon, delta).
+        fresh_reports: reports charged their per-report cost.
+        memo_values: distinct memoized values charged their epsilon_inf.
+        memo_reports: reports of memoized values, repeats included (repeats cost nothing more).
+        first_at, last_at: Unix times (seconds) of its first and last recorded report.
+    """
+
+    spend: Spend
+    fresh_reports: int
+    memo_values: int
+    memo_reports: int
+    first_at: float
+    last_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacySpend:
+    """A snapshot of the device's ledger (``Reporter.privacy_spend()``).
+
+    Attributes:
+        lifetime: every campaign, all time.
+        window: every campaign, the last ``window_seconds``.
+        window_seconds: the window of ``window`` (the reporter's policy's).
+        campaigns: per campaign id.
+        policy: the caps of the reporter that took the snapshot.
+    """
+
+    lifetime: Spend
+    window: Spend
+    window_seconds: float
+    campaigns: Mapping[str, CampaignSpend] = field(default_factory=dict)
+    policy: BudgetPolicy = field(default_factory=BudgetPolicy)
