@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ldp_client.errors import InvalidParameterError
 
@@ -158,6 +159,55 @@ def advanced_composition_heterogeneous(
     mean = math.fsum(g.epsilon * math.expm1(g.epsilon) for g in gs)
     spread = math.sqrt(2.0 * math.log(1.0 / dp) * math.fsum(g.epsilon**2 for g in gs))
     return Guarantee(mean + spread, min(1.0, math.fsum(g.delta for g in gs) + dp))
+
+
+def basic_composition_counts(terms: Iterable[tuple[float, float, int]]) -> Guarantee:
+    """Sequential composition of ``(epsilon, delta, k)`` terms (k reports of one guarantee), rounded UP.
+
+    (sum k epsilon, min(1, sum k delta)) (Dwork-Roth 2014, Theorem 3.16), summed exactly (fractions) and
+    rounded to the next float above, so a total is never below the true sum: what a budget cap is checked
+    against (the device ledger's rule, :mod:`ldp_client.reporter.policy`). No terms: (0, 0).
+    """
+    eps = Fraction(0)
+    delta = Fraction(0)
+    for i, (term_eps, term_delta, k) in enumerate(terms):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InvalidParameterError(f"terms[{i}].k", k, "an integer >= 0")
+        e = check_epsilon(f"terms[{i}].epsilon", term_eps, allow_inf=True)
+        d = check_delta(f"terms[{i}].delta", term_delta)
+        if k == 0:
+            continue
+        if math.isinf(e):
+            return Guarantee(math.inf, 1.0)
+        eps += Fraction(e) * k
+        delta += Fraction(d) * k
+    return Guarantee(_ceil_float(eps), min(1.0, _ceil_float(delta)))
+
+
+def advanced_composition_counts(terms: Iterable[tuple[float, float, int]], delta_prime: float) -> Guarantee:
+    """Heterogeneous advanced composition of ``(epsilon, delta, k)`` terms, never looser than the basic rule.
+
+    epsilon' = min(sum k eps, sum k eps (e^eps - 1) + sqrt(2 ln(1/delta') sum k eps^2)); delta' is added to
+    the delta only when the advanced bound is the smaller (as :func:`advanced_composition_heterogeneous`
+    with each term repeated k times, without building the k copies). Rounded up.
+    """
+    listed = list(terms)
+    basic = basic_composition_counts(listed)
+    dp = check_delta("delta_prime", delta_prime, allow_zero=False)
+    if math.isinf(basic.epsilon) or basic.epsilon == 0.0:
+        return basic
+    mean = math.fsum(k * e * math.expm1(e) for e, _, k in listed)
+    spread = math.sqrt(2.0 * math.log(1.0 / dp) * math.fsum(k * e * e for e, _, k in listed))
+    advanced = math.nextafter(mean + spread, math.inf)
+    if advanced >= basic.epsilon:
+        return basic
+    return Guarantee(advanced, min(1.0, math.nextafter(basic.delta + dp, math.inf)))
+
+
+def _ceil_float(x: Fraction) -> float:
+    """The smallest float >= x."""
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 def _rr_terms(epsilon0: float, k: int) -> Iterator[tuple[float, float]]:

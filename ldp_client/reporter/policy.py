@@ -28,9 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Final
 
+from ldp_client.accounting.composition import (
+    advanced_composition_counts,
+    basic_composition_counts,
+    check_delta,
+)
 from ldp_client.errors import InvalidParameterError
 
 #: Epsilon and delta are kept as integers of 2**-64: a float times 2**64 is exact, so a charge rounded up
@@ -49,26 +53,32 @@ Composer = Callable[[Iterable[Term]], tuple[float, float]]
 def compose_basic(terms: Iterable[Term]) -> tuple[float, float]:
     """Basic sequential composition: ``(sum k * epsilon, sum k * delta)`` (Dwork-Roth 2014, Thm 3.16).
 
-    Computed exactly (fractions) and rounded up to the next float, so the total is never below the true
-    sum. This is the rule the ledger applies; an accountant's composer can replace it (module docstring).
+    Computed exactly and rounded up (:func:`ldp_client.accounting.composition.basic_composition_counts`),
+    so the total is never below the true sum. This is the rule the ledger applies; an accountant's composer
+    can replace it (module docstring).
     """
-    eps = Fraction(0)
-    delta = Fraction(0)
-    for e, d, k in terms:
-        eps += Fraction(e) * k
-        delta += Fraction(d) * k
-    return _ceil_float(eps), _ceil_float(delta)
+    total = basic_composition_counts(terms)
+    return total.epsilon, total.delta
+
+
+def compose_advanced(delta_prime: float) -> Composer:
+    """A composer by heterogeneous advanced composition at ``delta_prime`` (Dwork-Rothblum-Vadhan 2010),
+    never looser than :func:`compose_basic`: for devices that make many small reports, whose cap is then
+    an (epsilon, delta) guarantee with delta' added (``DeviceLedger.acquire(compose=...)``).
+    """
+    check_delta("delta_prime", delta_prime, allow_zero=False)
+
+    def compose(terms: Iterable[Term]) -> tuple[float, float]:
+        total = advanced_composition_counts(terms, delta_prime)
+        return total.epsilon, total.delta
+
+    return compose
 
 
 #: THE SEAM: the composition rule of every device ledger a Reporter opens (``DeviceLedger.acquire``'s
 #: default). Basic composition until an accountant's rule (advanced composition, a numerical accountant)
 #: replaces it here; the ledger then checks the caps against that rule's totals.
 DEVICE_COMPOSER: Composer = compose_basic
-
-
-def _ceil_float(x: Fraction) -> float:
-    f = float(x)
-    return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 def to_units_up(x: float) -> int:

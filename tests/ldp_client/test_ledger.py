@@ -636,3 +636,21 @@ def test_memo_identities_follow_the_permanent_response() -> None:
     assert key != memo_key(memo_scope(secret, "c", "e" * 16), b"news.example")
     other = ClientSecret.from_bytes(bytes(32))
     assert key != memo_key(memo_scope(other, "c", "f" * 16), b"news.example")
+
+
+def test_an_advanced_composer_admits_more_small_reports_under_the_same_cap(open_ledger: Any) -> None:
+    """compose_advanced (Dwork-Rothblum-Vadhan, heterogeneous) is a ledger rule: under a lifetime cap of
+    epsilon 3, small fresh reports fit where basic composition would refuse them."""
+    from ldp_client.reporter.policy import compose_advanced
+
+    ledger = open_ledger(clock=Clock(), compose=compose_advanced(1e-9))
+    c = Caps(ledger, lifetime_epsilon=3.0, lifetime_delta=1e-6)
+    small = ReportCost(epsilon=0.01, delta=0.0, epsilon_inf=math.inf, fingerprint="s" * 16)
+    fitted = 0
+    with pytest.raises(BudgetExceededError):
+        for _ in range(10_000):
+            c.fresh("a", small)
+            fitted += 1
+    assert fitted > 300  # basic composition stops at 300 reports of 0.01
+    spend = ledger.snapshot(c.policy).lifetime
+    assert spend.epsilon <= 3.0 and spend.delta == pytest.approx(1e-9, rel=1e-6)

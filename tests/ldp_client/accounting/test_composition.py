@@ -154,3 +154,39 @@ def test_composition_and_the_closed_form_need_no_numpy() -> None:
         "True",
         "0.201",
     ]
+
+
+# ------------------------------------------------------------------------------ counted terms (ledger)
+
+
+def test_counted_basic_composition_is_exact_and_never_rounds_down() -> None:
+    from fractions import Fraction
+
+    from ldp_client.accounting.composition import basic_composition_counts
+
+    total = basic_composition_counts([(0.1, 1e-9, 10), (0.7, 0.0, 3), (5.0, 0.0, 0)])
+    exact = Fraction(0.1) * 10 + Fraction(0.7) * 3
+    # The smallest float at or above the exact sum: never below it, and the float below is.
+    assert Fraction(total.epsilon) >= exact > Fraction(math.nextafter(total.epsilon, -math.inf))
+    assert Fraction(total.delta) >= Fraction(1e-9) * 10
+    assert basic_composition_counts([]) == Guarantee(0.0, 0.0)
+    assert basic_composition_counts([(math.inf, 0.0, 1)]).epsilon == math.inf
+    with pytest.raises(InvalidParameterError, match=r"terms\[0\]\.k"):
+        basic_composition_counts([(0.1, 0.0, -1)])
+
+
+def test_counted_advanced_composition_is_the_heterogeneous_rule_and_never_looser_than_basic() -> None:
+    from ldp_client.accounting.composition import (
+        advanced_composition_counts,
+        advanced_composition_heterogeneous,
+        basic_composition_counts,
+    )
+
+    terms = [(0.05, 0.0, 400), (0.1, 1e-10, 100)]
+    expanded = [(0.05, 0.0)] * 400 + [(0.1, 1e-10)] * 100
+    counted = advanced_composition_counts(terms, 1e-8)
+    assert counted.epsilon == pytest.approx(advanced_composition_heterogeneous(expanded, 1e-8).epsilon, rel=1e-12)
+    assert counted.epsilon < basic_composition_counts(terms).epsilon  # 30 by the basic rule
+    assert counted.delta == pytest.approx(100 * 1e-10 + 1e-8)
+    few = [(2.0, 0.0, 3)]  # large epsilon, few reports: basic is tighter and no delta' is spent
+    assert advanced_composition_counts(few, 1e-8) == basic_composition_counts(few)
