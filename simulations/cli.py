@@ -1,7 +1,7 @@
 """``ldp-sim``: simulate user populations through the real encoders, accumulators and estimators.
 
-Commands ``run`` and ``sweep`` (:mod:`simulations.cli_run`) and ``associate``
-(:mod:`simulations.cli_associate`). Exit codes, ``--json``, ``--version`` and error lines follow
+Commands ``run`` and ``sweep`` (:mod:`simulations.cli_run`), ``associate`` (:mod:`simulations.cli_associate`)
+and ``days`` (:mod:`simulations.cli_days`). Exit codes, ``--json``, ``--version`` and error lines follow
 :mod:`ldp_aggregator.cli_common`, shared with ``ldp-aggregator``: ``--json`` prints the result document on
 stdout (and no tables), ``--json-out PATH`` writes it to a file.
 
@@ -11,7 +11,7 @@ what the commands share) and nothing imports it back.
 
 from __future__ import annotations
 
-from simulations import cli_associate, cli_run
+from simulations import cli_associate, cli_days, cli_run
 from simulations.cli_app import app
 
 __all__ = ["app", "main"]
@@ -20,6 +20,7 @@ __all__ = ["app", "main"]
 app.command("run")(cli_run.run_cmd)
 app.command("sweep")(cli_run.sweep_cmd)
 app.command("associate")(cli_associate.associate_cmd)
+app.command("days")(cli_days.days_cmd)
 
 
 def main() -> None:

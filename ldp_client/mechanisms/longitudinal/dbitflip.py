@@ -390,6 +390,9 @@ class DBitFlipSpec(MemoizedDomainSpec, OracleSpec[DBitFlipParams]):
             DBitFlipParams(domain=Domain.of(4), d=4, bit_probability=0.75),
         )
 
+    def largest(self) -> tuple[DBitFlipParams, ...]:
+        return (DBitFlipParams(domain=Domain.of(MAX_BUCKETS), d=MAX_BUCKETS, bit_probability=1.0 - 2.0**-32),)
+
     def exact_outputs(self, params: DBitFlipParams, value: Any) -> Mapping[Hashable, Fraction]:
         # Every d-subset equally likely, then each sampled bucket's bit: p for the value's own, 1 - p else.
         v = params.domain.index(value)

@@ -47,7 +47,7 @@ from ldp_client._prob import (
     threshold_to_probability,
 )
 from ldp_client._proto.ldp.v1 import campaign_pb2
-from ldp_client.domain import Domain, DomainLike, check_epsilon, report_quantization
+from ldp_client.domain import MAX_DOMAIN_SIZE, Domain, DomainLike, check_epsilon, report_quantization
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import GRRCodecSpec, GRREncoder, GRRParams, sample_grr_counts
 from ldp_client.mechanisms.longitudinal.common import (
@@ -283,6 +283,9 @@ class LGRRSpec(MemoizedDomainSpec, GRRCodecSpec[LGRRParams]):
             LGRRParams.from_epsilon(("red", "green", "blue", "cyan"), 1.0, epsilon_inf=3.0),
             LGRRParams(domain=Domain.of(5), first_probability=0.75, second_probability=0.5),
         )
+
+    def largest(self) -> tuple[LGRRParams, ...]:
+        return (LGRRParams(domain=Domain.of(MAX_DOMAIN_SIZE), first_probability=0.5, second_probability=0.5),)
 
     def exact_outputs(self, params: LGRRParams, value: Any) -> Mapping[Hashable, Fraction]:
         # The two rounds multiplied out (not the closed form p*, q*): sum over the memoized x'.

@@ -69,6 +69,8 @@ __all__ = ["LOSUE_LABEL", "SPEC", "LOSUEEncoder", "LOSUEParams", "LOSUESpec", "m
 LOSUE_LABEL: Final = b"ldp-client/losue/memo/v1"
 _HALF: Final = PROB_ONE // 2  # p1 = 1/2 (OUE)
 _MEMO_SIZE: Final = 1024
+MAX_VALUES: Final = 1 << 16
+"""The largest domain: a new value's memoized vector takes d words of the stream (d / 8 HMAC blocks)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +86,10 @@ class LOSUEParams(FrequencyOracle):
 
     def __post_init__(self) -> None:
         as_domain(self)
+        if self.domain.size > MAX_VALUES:
+            raise InvalidParameterError(
+                "domain.size", self.domain.size, f"at most {MAX_VALUES} values for losue"
+            )
         t1 = quantize_probability("first_one_probability", self.first_one_probability)
         if not 0 < t1 < _HALF:
             raise InvalidParameterError(
@@ -291,6 +297,15 @@ class LOSUESpec(MemoizedDomainSpec, BitRowsSpec[LOSUEParams]):
             LOSUEParams.from_epsilon(2, 1.0, epsilon_inf=2.0),
             LOSUEParams.from_epsilon(("red", "green", "blue"), 0.5, epsilon_inf=3.0),
             LOSUEParams(domain=Domain.of(4), first_one_probability=0.25, second_probability=0.75),
+        )
+
+    def largest(self) -> tuple[LOSUEParams, ...]:
+        return (
+            LOSUEParams(
+                domain=Domain.of(MAX_VALUES),
+                first_one_probability=2.0**-32,
+                second_probability=1.0 - 2.0**-32,
+            ),
         )
 
     def exact_outputs(self, params: LOSUEParams, value: Any) -> Mapping[Hashable, Fraction]:

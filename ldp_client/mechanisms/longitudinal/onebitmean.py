@@ -238,6 +238,10 @@ class OneBitMeanSpec(OneDimSpec[OneBitMeanParams]):
         # Unlimited reports of one value show its grid point's one memoized bit (alpha fixed).
         return self.exact_outputs(params, value)
 
+    def largest(self) -> tuple[OneBitMeanParams, ...]:
+        wide = 8.98e307  # the widest range with a finite width
+        return (OneBitMeanParams(lo=-wide, hi=wide, truth_probability=1.0 - 2.0**-32, buckets=MAX_BUCKETS),)
+
     def examples(self) -> tuple[OneBitMeanParams, ...]:
         return (
             OneBitMeanParams.from_epsilon(0.0, 1.0, 0.5, buckets=4),
