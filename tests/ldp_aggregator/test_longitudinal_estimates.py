@@ -100,3 +100,16 @@ def test_onebitmean_expected_bit_is_the_position() -> None:
     for s in (0.0, 0.1, 1 / 3, 0.5, 0.77, 1.0):
         one = exact_distribution(params, s)[1]
         assert abs(one - (Fraction(1, 4) + Fraction(1, 2) * Fraction(s))) <= Fraction(1, 2**50)
+
+
+@pytest.mark.parametrize(("name", "fields"), FREQUENCY_CASES)
+def test_estimates_carry_the_longitudinal_bound(name: str, fields: dict[str, Any]) -> None:
+    params = make_params(name, epsilon=1.0, domain=4, fields=fields)
+    spec = registry.spec_for(params)
+    acc = accumulator_for(params)
+    rng = np.random.default_rng(5)
+    add_columns(
+        acc, params, spec.encode_batch(params, np.arange(4).repeat(50), rng, campaign_id="c", labels=[])
+    )
+    est = estimate_frequencies(params, acc)
+    assert est.epsilon_inf == spec.epsilon_inf(params) < float("inf")

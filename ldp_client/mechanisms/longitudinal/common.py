@@ -6,9 +6,10 @@ Importing this module does not import numpy.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -17,7 +18,7 @@ from ldp_client.codecs import domain_from_proto, domain_to_proto
 from ldp_client.domain import Domain, DomainLike, make_by_fields
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.numeric.base import log_ratio_up
-from ldp_client.spec import MakeArgs, SecretSource
+from ldp_client.spec import MakeArgs, SecretSource, Support
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -155,6 +156,11 @@ class MemoizedDomainSpec:
 
     def needs_secret(self, params: Any) -> bool:
         return True
+
+    def support(self, params: Any, acc: Any, candidates: Sequence[str] = ()) -> Support:
+        # The codec base's Support, carrying the longitudinal bound the estimates report.
+        base: Support = super().support(params, acc, candidates)  # type: ignore[misc]
+        return dataclasses.replace(base, epsilon_inf=self.epsilon_inf(params))
 
     def encoder(self, params: Any, *, campaign_id: str, secret: SecretSource | None) -> Callable[[Any], Any]:
         if secret is None:
