@@ -17,6 +17,10 @@ from typing import Any, Final
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
+from ldp_client.mechanisms.longitudinal.dbitflip import SPEC as DBITFLIP_SPEC
+from ldp_client.mechanisms.longitudinal.lgrr import SPEC as LGRR_SPEC
+from ldp_client.mechanisms.longitudinal.losue import SPEC as LOSUE_SPEC
+from ldp_client.mechanisms.longitudinal.onebitmean import SPEC as ONEBITMEAN_SPEC
 from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
 from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
 from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
@@ -70,6 +74,10 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
     *SKETCH_SPECS,
     PEM_SPEC,
+    DBITFLIP_SPEC,
+    ONEBITMEAN_SPEC,
+    LGRR_SPEC,
+    LOSUE_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

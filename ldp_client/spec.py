@@ -551,6 +551,14 @@ class MechanismSpec(abc.ABC, Generic[P]):
         up in :meth:`exact_outputs`."""
         return self.exact_outputs(params, value).get(output, Fraction(0))
 
+    def exact_memoized_outputs(self, params: P, value: Any) -> Mapping[Hashable, Fraction] | None:
+        """What unlimited reports of one unchanging ``value`` reveal at most, as an exact distribution: the
+        memoized part of the report (the coins a device derives once from its client secret, enumerated as
+        the distribution they are drawn from), whose max ratio between two values is e^epsilon_inf
+        (:meth:`epsilon_inf`, checked by the conformance test). None (the default): the mechanism offers no
+        such enumeration (fresh noise per report, or a bound proved elsewhere: RAPPOR's)."""
+        return None
+
     def campaign_inputs(self, params: P, campaign_id: str) -> tuple[Any, ...]:
         """:meth:`inputs` for a device of campaign ``campaign_id``: a mechanism whose encoding depends on the
         campaign (it hashes strings with keys derived from the campaign id: string RAPPOR's Bloom filters, a

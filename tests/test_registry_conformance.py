@@ -258,6 +258,31 @@ def test_exact_epsilon_by_enumeration(spec: MechanismSpec[Any], params: Any) -> 
 
 
 @pytest.mark.parametrize(("spec", "params"), CASES)
+def test_exact_epsilon_inf_by_enumeration(spec: MechanismSpec[Any], params: Any) -> None:
+    # A memoized mechanism enumerates what unlimited reports of one value reveal (the memoized part, over
+    # the coins derived from the client secret): its max ratio is e^epsilon_inf, the spec's longitudinal
+    # bound (the one the reporter and the device ledger read).
+    inputs = _inputs(spec, params)
+    dists = [spec.exact_memoized_outputs(params, x) for x in inputs]
+    if any(d is None for d in dists):
+        pytest.skip(f"{spec.name} enumerates no memoized part (epsilon_inf = {spec.epsilon_inf(params)})")
+    worst = Fraction(1)
+    outputs = {y for d in dists if d is not None for y, p in d.items() if p > 0}
+    for x, dist in zip(inputs, dists, strict=True):
+        assert dist is not None and sum(dist.values()) == 1, f"memoized P(.|{x!r}) does not sum to 1"
+    for y in outputs:
+        probs = [d.get(y, Fraction(0)) for d in dists if d is not None]
+        if min(probs) == 0:
+            pytest.fail(f"memoized output {y!r} is impossible for some input: epsilon_inf = inf")
+        worst = max(worst, max(probs) / min(probs))
+    assert math.isclose(math.log(worst), spec.epsilon_inf(params), rel_tol=1e-12, abs_tol=1e-12), (
+        f"memoized max ratio e^{math.log(worst)!r}, the spec reports epsilon_inf={spec.epsilon_inf(params)!r}"
+    )
+    # One report never reveals more than the memoized part it is computed from.
+    assert params.epsilon <= spec.epsilon_inf(params) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(("spec", "params"), CASES)
 def test_device_encoder_outputs_are_the_enumerated_ones(spec: MechanismSpec[Any], params: Any) -> None:
     encode = encoder_for(params, campaign_id=CAMPAIGN, secret=ClientSecret.from_bytes(bytes(range(32))))
     for x in _inputs(spec, params):

@@ -26,7 +26,7 @@ import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ldp_client import _oracle_math, privacy
 from ldp_client import randomness as _rnd
@@ -50,6 +50,7 @@ from ldp_client.spec import (
     Layout,
     MakeArgs,
     MechanismSpec,
+    ParamsLike,
     SecretSource,
     SumSampler,
     Support,
@@ -62,7 +63,16 @@ if TYPE_CHECKING:
 
     from ldp_client._proto.ldp.v1 import reports_pb2
 
-__all__ = ["SPEC", "GRREncoder", "GRRParams", "GRRSpec", "exact_channel", "sample_grr_counts"]
+__all__ = [
+    "SPEC",
+    "GRRCodecSpec",
+    "GRREncoder",
+    "GRRLike",
+    "GRRParams",
+    "GRRSpec",
+    "exact_channel",
+    "sample_grr_counts",
+]
 
 _U32_MASK = PROB_ONE - 1
 _from_bytes = int.from_bytes
@@ -271,10 +281,123 @@ def sample_grr_counts(
     return truthful + spread_uniform_others(c - truthful, g)
 
 
-_ROW_FIELDS = (RowField(("grr_indices",), 4),)  # the journal row: the u32 index
+class GRRLike(ParamsLike, Protocol):
+    """What :class:`GRRCodecSpec` needs of a GRR-shaped mechanism's parameters: the domain and the rates of
+    its channel (P(report = v | v) = p, P(report = u | v) = q for u != v)."""
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def p(self) -> float: ...
+
+    @property
+    def q(self) -> float: ...
 
 
-class GRRSpec(MechanismSpec[GRRParams]):
+G = TypeVar("G", bound=GRRLike)
+
+
+class GRRCodecSpec(MechanismSpec[G]):
+    """What every mechanism whose report is one index of the domain, through a GRR-shaped channel, shares
+    (grr; L-GRR of :mod:`ldp_client.mechanisms.longitudinal.lgrr`): the wire layout (little-endian uint32
+    indices), u32 journal rows, the ``counts`` accumulator of size d, and the support of each domain item
+    (the reports of that index) with p* = ``params.p``, q* = ``params.q``; its per-report likelihoods and
+    report patterns as a paired side.
+    """
+
+    kind: ClassVar[Kind] = Kind.SUPPORT
+    takes_domain: ClassVar[bool] = True
+
+    def report_bits(self, params: G) -> int:
+        return _oracle_math.ceil_log2(params.domain.size)
+
+    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: G, columns: Any) -> None:
+        msg.count, raw = encode_index_column(self.wire.batch, columns, params.domain.size)
+        setattr(msg, self.wire.batch, raw)
+
+    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: G, n: int) -> Any:
+        return decode_index_column(getattr(msg, self.wire.batch), n, params.domain.size, self.wire.batch)
+
+    def report_to_proto(self, msg: reports_pb2.Report, params: G, output: Any) -> None:
+        setattr(msg, self.wire.report, index_value("report", output, params.domain.size))
+
+    def report_from_proto(self, msg: reports_pb2.Report, params: G) -> Any:
+        import numpy as np
+
+        d = params.domain.size
+        index = getattr(msg, self.wire.report)
+        if index >= d:
+            raise InvalidReportError(self.wire.report, index, f"an index in [0, {d - 1}]")
+        return np.array([index], dtype=np.int64)
+
+    def batch_from_reports(self, params: G, reports: Sequence[Any]) -> Any:
+        import numpy as np
+
+        d = params.domain.size
+        return np.array([index_value(f"reports[{i}]", r, d) for i, r in enumerate(reports)], dtype=np.int64)
+
+    def row_fields(self, params: G) -> tuple[RowField, ...]:
+        return (RowField((self.wire.batch,), 4),)  # the journal row: the u32 index
+
+    def row_packer(self, params: G) -> Callable[[Any], bytes]:
+        return pack_u32_row
+
+    def row_unpacker(self, params: G) -> Callable[[bytes], Any]:
+        return unpack_u32_row
+
+    def layout(self, params: G) -> Layout:
+        return Layout.counts(params.domain.size)
+
+    def layout_batch(self, params: G, columns: Any) -> Any:
+        import numpy as np
+
+        arr = np.asarray(columns)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidReportError(
+                "reports", str(arr.dtype), f"an integer array of domain indices for {self.name}"
+            )
+        return arr
+
+    def items(self, params: G) -> tuple[str, ...]:
+        dom = params.domain
+        return tuple(dom.label(i) for i in range(dom.size))
+
+    def input_value(self, params: G, index: int) -> Any:
+        return params.domain.value(index)
+
+    def support_rates(self, params: G) -> tuple[float, float]:
+        return params.p, params.q
+
+    def support(self, params: G, acc: CountsView, candidates: Sequence[str] = ()) -> Support:
+        p_star, q_star = self.support_rates(params)
+        return Support(labels=self.items(params), counts=acc.counts, n=acc.n, p_star=p_star, q_star=q_star)
+
+    def report_likelihood(self, params: G, columns: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        import math
+
+        import numpy as np
+
+        idx = np.asarray(columns, dtype=np.int64)
+        log_lik = np.full((idx.size, params.domain.size), math.log(params.q))
+        log_lik[np.arange(idx.size), idx] = math.log(params.p)
+        return log_lik, np.zeros(idx.size)
+
+    def report_patterns(self, params: G) -> int | None:
+        return params.domain.size
+
+    def pattern_index(self, params: G, columns: Any) -> NDArray[np.int64]:
+        import numpy as np
+
+        return np.asarray(columns, dtype=np.int64)
+
+    def pattern_columns(self, params: G, patterns: NDArray[np.int64]) -> Any:
+        import numpy as np
+
+        return patterns.astype(np.int64)
+
+
+class GRRSpec(GRRCodecSpec[GRRParams]):
     """Generalized randomized response for every layer (:mod:`ldp_client.spec`).
 
     Wire: ``Campaign.grr`` (domain, truth probability), ``ReportBatch.grr_indices`` (little-endian uint32,
@@ -324,45 +447,10 @@ class GRRSpec(MechanismSpec[GRRParams]):
     def params_from_proto(self, msg: campaign_pb2.GRRParams) -> GRRParams:
         return GRRParams(domain=domain_from_proto(msg.domain), truth_probability=msg.truth_probability)
 
-    def report_bits(self, params: GRRParams) -> int:
-        return _oracle_math.ceil_log2(params.domain.size)
-
     def encoder(
         self, params: GRRParams, *, campaign_id: str, secret: SecretSource | None
     ) -> Callable[[Any], Any]:
         return GRREncoder(params).encode
-
-    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: GRRParams, columns: Any) -> None:
-        msg.count, msg.grr_indices = encode_index_column(self.wire.batch, columns, params.domain.size)
-
-    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: GRRParams, n: int) -> Any:
-        return decode_index_column(msg.grr_indices, n, params.domain.size, self.wire.batch)
-
-    def report_to_proto(self, msg: reports_pb2.Report, params: GRRParams, output: Any) -> None:
-        msg.grr_index = index_value("report", output, params.domain.size)
-
-    def report_from_proto(self, msg: reports_pb2.Report, params: GRRParams) -> Any:
-        import numpy as np
-
-        d = params.domain.size
-        if msg.grr_index >= d:
-            raise InvalidReportError(self.wire.report, msg.grr_index, f"an index in [0, {d - 1}]")
-        return np.array([msg.grr_index], dtype=np.int64)
-
-    def batch_from_reports(self, params: GRRParams, reports: Sequence[Any]) -> Any:
-        import numpy as np
-
-        d = params.domain.size
-        return np.array([index_value(f"reports[{i}]", r, d) for i, r in enumerate(reports)], dtype=np.int64)
-
-    def row_fields(self, params: GRRParams) -> tuple[RowField, ...]:
-        return _ROW_FIELDS
-
-    def row_packer(self, params: GRRParams) -> Callable[[Any], bytes]:
-        return pack_u32_row
-
-    def row_unpacker(self, params: GRRParams) -> Callable[[bytes], Any]:
-        return unpack_u32_row
 
     def encode_batch(
         self,
@@ -386,56 +474,6 @@ class GRRSpec(MechanismSpec[GRRParams]):
             return sample_grr_counts(params, true_counts, rng)
 
         return sample
-
-    def layout(self, params: GRRParams) -> Layout:
-        return Layout.counts(params.domain.size)
-
-    def layout_batch(self, params: GRRParams, columns: Any) -> Any:
-        import numpy as np
-
-        arr = np.asarray(columns)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise InvalidReportError("reports", str(arr.dtype), "an integer array of domain indices for grr")
-        return arr
-
-    def items(self, params: GRRParams) -> tuple[str, ...]:
-        dom = params.domain
-        return tuple(dom.label(i) for i in range(dom.size))
-
-    def input_value(self, params: GRRParams, index: int) -> Any:
-        return params.domain.value(index)
-
-    def support_rates(self, params: GRRParams) -> tuple[float, float]:
-        return params.p, params.q
-
-    def support(self, params: GRRParams, acc: CountsView, candidates: Sequence[str] = ()) -> Support:
-        p_star, q_star = self.support_rates(params)
-        return Support(labels=self.items(params), counts=acc.counts, n=acc.n, p_star=p_star, q_star=q_star)
-
-    def report_likelihood(
-        self, params: GRRParams, columns: Any
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        import math
-
-        import numpy as np
-
-        idx = np.asarray(columns, dtype=np.int64)
-        log_lik = np.full((idx.size, params.domain.size), math.log(params.q))
-        log_lik[np.arange(idx.size), idx] = math.log(params.p)
-        return log_lik, np.zeros(idx.size)
-
-    def report_patterns(self, params: GRRParams) -> int | None:
-        return params.domain.size
-
-    def pattern_index(self, params: GRRParams, columns: Any) -> NDArray[np.int64]:
-        import numpy as np
-
-        return np.asarray(columns, dtype=np.int64)
-
-    def pattern_columns(self, params: GRRParams, patterns: NDArray[np.int64]) -> Any:
-        import numpy as np
-
-        return patterns.astype(np.int64)
 
     def examples(self) -> tuple[GRRParams, ...]:
         return (

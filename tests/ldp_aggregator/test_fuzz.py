@@ -992,7 +992,13 @@ def test_the_maxima_cover_every_mechanism() -> None:
 #: Defects this sweep found that no change has fixed yet (issue 13, reported to the lead): strict, so the
 #: mark must go when they are fixed.
 # Mechanisms with a known defect at their maxima (none now: a mean beyond the float range is +/-inf).
-_KNOWN_AT_MAXIMA: Final[dict[str, str]] = {}
+_KNOWN_AT_MAXIMA: Final[dict[str, str]] = {
+    # Issue 17, reported to the lead: an estimate of 65,536 items (these mechanisms' largest domains, and any
+    # kind-SUPPORT campaign as large, grr's too) is a 4.5 MB EstimateResponse, over the client's 4 MiB
+    # receive limit, and the service does not refuse it with its own message.
+    "dbitflip-largest-0": "GetEstimate of 65,536 items exceeds 4 MiB without the server's own refusal",
+    "losue-largest-0": "GetEstimate of 65,536 items exceeds 4 MiB without the server's own refusal",
+}
 
 
 @pytest.mark.slow

@@ -106,7 +106,7 @@ POLICY_TO_PROTO: Final[dict[str, campaign_pb2.OutOfRange.ValueType]] = {
 }
 _POLICY_FROM_PROTO: Final[dict[int, str]] = {int(v): k for k, v in POLICY_TO_PROTO.items()}
 # Fields given by name that are integers (the others are numbers).
-INT_FIELDS: Final = frozenset({"grid", "cells", "window", "k"})
+INT_FIELDS: Final = frozenset({"grid", "cells", "window", "k", "buckets"})
 
 
 def policy_from_proto(value: int, field: str) -> OutOfRange:

@@ -867,6 +867,143 @@ class ShufflerDeclaration(google.protobuf.message.Message):
 global___ShufflerDeclaration = ShufflerDeclaration
 
 @typing.final
+class DBitFlipParams(google.protobuf.message.Message):
+    """Longitudinal mechanisms (issue 17, docs/longitudinal.md): the memoized part of a report is derived from the
+    device's client secret (HMAC-SHA256, like RAPPOR's permanent response), so repeated reports of one value
+    cost its epsilon_inf once.
+
+    dBitFlip (Ding, Kulkarni, Yekhanin, NeurIPS 2017). Mechanism name "dbitflip". A device samples d of the k
+    buckets once and memoizes, per sampled bucket, the bit it sends when its value is in that bucket (1 w.p.
+    p) and the bit it sends when it is not (1 w.p. 1 - p). epsilon = 2 ln(p / (1 - p)) (ln(p / (1 - p)) when
+    d = 1).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    D_FIELD_NUMBER: builtins.int
+    BIT_PROBABILITY_FIELD_NUMBER: builtins.int
+    d: builtins.int
+    """Buckets sampled per device, 1 <= d <= k."""
+    bit_probability: builtins.float
+    """p in (1/2, 1): P(bit 1 | the value is in the sampled bucket)."""
+    @property
+    def domain(self) -> global___Domain:
+        """The k >= 2 buckets (values) of the histogram."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        d: builtins.int = ...,
+        bit_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["bit_probability", b"bit_probability", "d", b"d", "domain", b"domain"]) -> None: ...
+
+global___DBitFlipParams = DBitFlipParams
+
+@typing.final
+class OneBitMeanParams(google.protobuf.message.Message):
+    """1BitMean with alpha-point rounding (Ding, Kulkarni, Yekhanin, NeurIPS 2017). Mechanism name "onebitmean".
+    [lo, hi] is cut into `buckets` steps; a value is rounded to a grid point with the device's memoized alpha
+    and the 1BitMean bit of that grid point (memoized per point) is sent. epsilon = ln(p / (1 - p)).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    BUCKETS_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    truth_probability: builtins.float
+    """Probability of sending the rounded bit unchanged, in (1/2, 1)."""
+    buckets: builtins.int
+    """Steps s of the grid lo + (hi - lo) g / s, g = 0..s; 1 <= s <= 65536."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        truth_probability: builtins.float = ...,
+        buckets: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["buckets", b"buckets", "hi", b"hi", "lo", b"lo", "out_of_range", b"out_of_range", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___OneBitMeanParams = OneBitMeanParams
+
+@typing.final
+class LongitudinalGRRParams(google.protobuf.message.Message):
+    """L-GRR (Arcolezi et al., 2022): a memoized GRR round (first_probability, epsilon_inf) then a fresh GRR round
+    per report (second_probability). Mechanism name "lgrr". epsilon (one report) is that of the composed
+    channel.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    FIRST_PROBABILITY_FIELD_NUMBER: builtins.int
+    SECOND_PROBABILITY_FIELD_NUMBER: builtins.int
+    first_probability: builtins.float
+    """p1 in (1/d, 1): P(memoized value = true value); epsilon_inf = ln(p1 (d - 1) / (1 - p1))."""
+    second_probability: builtins.float
+    """p2 in (1/d, 1): P(reported value = memoized value), fresh per report."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of size d >= 2 that reports index into."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        first_probability: builtins.float = ...,
+        second_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "first_probability", b"first_probability", "second_probability", b"second_probability"]) -> None: ...
+
+global___LongitudinalGRRParams = LongitudinalGRRParams
+
+@typing.final
+class LongitudinalOSUEParams(google.protobuf.message.Message):
+    """L-OSUE (Arcolezi et al., 2022): a memoized optimal unary encoding (bit of the value 1 w.p. 1/2, any other
+    bit 1 w.p. first_one_probability), then fresh symmetric unary encoding of every bit per report (kept w.p.
+    second_probability). Mechanism name "losue".
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    FIRST_ONE_PROBABILITY_FIELD_NUMBER: builtins.int
+    SECOND_PROBABILITY_FIELD_NUMBER: builtins.int
+    first_one_probability: builtins.float
+    """q1 in (0, 1/2): P(memoized bit 1 | not the value); epsilon_inf = ln((1 - q1) / q1)."""
+    second_probability: builtins.float
+    """p2 in (1/2, 1): P(reported bit = memoized bit), fresh per report."""
+    @property
+    def domain(self) -> global___Domain:
+        """The domain of size d >= 2 (the report has d bits)."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        first_one_probability: builtins.float = ...,
+        second_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "first_one_probability", b"first_one_probability", "second_probability", b"second_probability"]) -> None: ...
+
+global___LongitudinalOSUEParams = LongitudinalOSUEParams
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -900,6 +1037,10 @@ class Campaign(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    DBITFLIP_FIELD_NUMBER: builtins.int
+    ONEBITMEAN_FIELD_NUMBER: builtins.int
+    LGRR_FIELD_NUMBER: builtins.int
+    LOSUE_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -987,6 +1128,16 @@ class Campaign(google.protobuf.message.Message):
     def pem(self) -> global___PrefixExtensionParams:
         """Discovery of frequent values over an unknown domain (issue 16)."""
 
+    @property
+    def dbitflip(self) -> global___DBitFlipParams:
+        """Longitudinal mechanisms (issue 17): memoized parts derived from the client secret."""
+
+    @property
+    def onebitmean(self) -> global___OneBitMeanParams: ...
+    @property
+    def lgrr(self) -> global___LongitudinalGRRParams: ...
+    @property
+    def losue(self) -> global___LongitudinalOSUEParams: ...
     def __init__(
         self,
         *,
@@ -1020,9 +1171,13 @@ class Campaign(google.protobuf.message.Message):
         cms: global___CountMeanSketchParams | None = ...,
         hcms: global___CountMeanSketchParams | None = ...,
         pem: global___PrefixExtensionParams | None = ...,
+        dbitflip: global___DBitFlipParams | None = ...,
+        onebitmean: global___OneBitMeanParams | None = ...,
+        lgrr: global___LongitudinalGRRParams | None = ...,
+        losue: global___LongitudinalOSUEParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue"] | None: ...
 
 global___Campaign = Campaign

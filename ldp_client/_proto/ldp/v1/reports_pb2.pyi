@@ -368,6 +368,51 @@ class PairedReportValue(google.protobuf.message.Message):
 global___PairedReportValue = PairedReportValue
 
 @typing.final
+class DBitFlipReport(google.protobuf.message.Message):
+    """One dBitFlip report (issue 17): which d buckets the device sampled and its bits there, two rows of
+    ceil(k/8) bytes in little bit order, padding bits 0: `sampled` has exactly d bits set, and `bits` only
+    bits that `sampled` sets.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    SAMPLED_FIELD_NUMBER: builtins.int
+    BITS_FIELD_NUMBER: builtins.int
+    sampled: builtins.bytes
+    bits: builtins.bytes
+    def __init__(
+        self,
+        *,
+        sampled: builtins.bytes = ...,
+        bits: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bits", b"bits", "sampled", b"sampled"]) -> None: ...
+
+global___DBitFlipReport = DBitFlipReport
+
+@typing.final
+class DBitFlipColumns(google.protobuf.message.Message):
+    """Columns of a dBitFlip batch of `count` reports: count rows of ceil(k/8) bytes each, row-major, as in
+    DBitFlipReport.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    SAMPLED_FIELD_NUMBER: builtins.int
+    BITS_FIELD_NUMBER: builtins.int
+    sampled: builtins.bytes
+    bits: builtins.bytes
+    def __init__(
+        self,
+        *,
+        sampled: builtins.bytes = ...,
+        bits: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bits", b"bits", "sampled", b"sampled"]) -> None: ...
+
+global___DBitFlipColumns = DBitFlipColumns
+
+@typing.final
 class Report(google.protobuf.message.Message):
     """A single report, for devices that send one report per call (Collector.SubmitReport)."""
 
@@ -396,6 +441,10 @@ class Report(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    DBITFLIP_FIELD_NUMBER: builtins.int
+    ONEBITMEAN_CODE_FIELD_NUMBER: builtins.int
+    LGRR_INDEX_FIELD_NUMBER: builtins.int
+    LOSUE_BITS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -429,6 +478,9 @@ class Report(google.protobuf.message.Message):
     piecewise_code: builtins.int
     hybrid_code: builtins.int
     sr_code: builtins.int
+    onebitmean_code: builtins.int
+    lgrr_index: builtins.int
+    losue_bits: builtins.bytes
     @property
     def rappor(self) -> global___RapporReportBits:
         """rappor: cohort and packed Bloom filter bits."""
@@ -454,6 +506,12 @@ class Report(google.protobuf.message.Message):
     @property
     def pem(self) -> global___PrefixExtensionReport:
         """pem (issue 16): the level, the hash seed and the bucket."""
+
+    @property
+    def dbitflip(self) -> global___DBitFlipReport:
+        """Longitudinal mechanisms (issue 17). onebitmean: the code, 0 or 1; lgrr: the index in [0, d); losue:
+        the d reported bits, ceil(d/8) bytes, little bit order, padding bits 0.
+        """
 
     def __init__(
         self,
@@ -481,10 +539,14 @@ class Report(google.protobuf.message.Message):
         cms: global___CmsReport | None = ...,
         hcms: global___HcmsReport | None = ...,
         pem: global___PrefixExtensionReport | None = ...,
+        dbitflip: global___DBitFlipReport | None = ...,
+        onebitmean_code: builtins.int = ...,
+        lgrr_index: builtins.int = ...,
+        losue_bits: builtins.bytes = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits"] | None: ...
 
 global___Report = Report
 
@@ -599,6 +661,10 @@ class ReportBatch(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    DBITFLIP_FIELD_NUMBER: builtins.int
+    ONEBITMEAN_CODES_FIELD_NUMBER: builtins.int
+    LGRR_INDICES_FIELD_NUMBER: builtins.int
+    LOSUE_BITS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -636,6 +702,9 @@ class ReportBatch(google.protobuf.message.Message):
     piecewise_codes: builtins.bytes
     hybrid_codes: builtins.bytes
     sr_codes: builtins.bytes
+    onebitmean_codes: builtins.bytes
+    lgrr_indices: builtins.bytes
+    losue_bits: builtins.bytes
     @property
     def rappor(self) -> global___RapporColumns:
         """rappor: cohorts and packed bit rows."""
@@ -661,6 +730,12 @@ class ReportBatch(google.protobuf.message.Message):
     @property
     def pem(self) -> global___PrefixExtensionColumns:
         """pem (issue 16): levels, seeds and buckets."""
+
+    @property
+    def dbitflip(self) -> global___DBitFlipColumns:
+        """Longitudinal mechanisms (issue 17). dbitflip: sampled and bit rows; onebitmean: codes packed as
+        sr_codes; lgrr: as grr_indices; losue: as oue_bits.
+        """
 
     def __init__(
         self,
@@ -689,10 +764,14 @@ class ReportBatch(google.protobuf.message.Message):
         cms: global___CmsColumns | None = ...,
         hcms: global___HcmsColumns | None = ...,
         pem: global___PrefixExtensionColumns | None = ...,
+        dbitflip: global___DBitFlipColumns | None = ...,
+        onebitmean_codes: builtins.bytes = ...,
+        lgrr_indices: builtins.bytes = ...,
+        losue_bits: builtins.bytes = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits"] | None: ...
 
 global___ReportBatch = ReportBatch
 
