@@ -17,6 +17,7 @@ from ldp_client._prob import PROB_ONE
 from ldp_client.codecs import domain_from_proto, domain_to_proto
 from ldp_client.domain import Domain, DomainLike, make_by_fields
 from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.longitudinal.memo import u32be
 from ldp_client.mechanisms.numeric.base import log_ratio_up
 from ldp_client.spec import MakeArgs, SecretSource, Support
 
@@ -135,6 +136,15 @@ class MemoizedDomainSpec:
             extra=self.epsilon_fields,
             from_epsilon=self.params_type.from_epsilon,
         )
+
+    def memo_identity(self, params: Any, value: Any) -> bytes:
+        """The value's domain index (u32, big-endian): the device ledger charges epsilon_inf once per index.
+
+        What these mechanisms memoize is a function of the value's index (L-GRR and L-OSUE: the first round
+        of that index; dBitFlip: the bits of the sampled buckets, shared by every value outside them, so
+        one identity per index over-counts there, never under-counts). DomainError outside the domain.
+        """
+        return u32be(params.domain.index(value))
 
     def make_args(self, params: Any) -> MakeArgs:
         dom = params.domain

@@ -32,6 +32,7 @@ Importing this module does not import numpy.
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -213,6 +214,15 @@ class OneBitMeanSpec(OneDimSpec[OneBitMeanParams]):
 
     def epsilon_inf(self, params: OneBitMeanParams) -> float:
         return params.epsilon_inf
+
+    def memo_identity(self, params: OneBitMeanParams, value: Any) -> bytes:
+        """The value itself (IEEE 754 bits): the device ledger charges epsilon_inf once per distinct value.
+
+        What is memoized is the bit of the grid point a value rounds to, with the device's alpha; the ledger
+        has no alpha (nor the secret), and two values with one floor point may round to different points,
+        so it cannot merge them safely: one identity per value over-counts, never under-counts.
+        """
+        return struct.pack(">d", float(value))
 
     def needs_secret(self, params: OneBitMeanParams) -> bool:
         return True

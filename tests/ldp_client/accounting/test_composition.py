@@ -185,7 +185,8 @@ def test_counted_advanced_composition_is_the_heterogeneous_rule_and_never_looser
     terms = [(0.05, 0.0, 400), (0.1, 1e-10, 100)]
     expanded = [(0.05, 0.0)] * 400 + [(0.1, 1e-10)] * 100
     counted = advanced_composition_counts(terms, 1e-8)
-    assert counted.epsilon == pytest.approx(advanced_composition_heterogeneous(expanded, 1e-8).epsilon, rel=1e-12)
+    expected = advanced_composition_heterogeneous(expanded, 1e-8).epsilon
+    assert counted.epsilon == pytest.approx(expected, rel=1e-12)
     assert counted.epsilon < basic_composition_counts(terms).epsilon  # 30 by the basic rule
     assert counted.delta == pytest.approx(100 * 1e-10 + 1e-8)
     few = [(2.0, 0.0, 3)]  # large epsilon, few reports: basic is tighter and no delta' is spent
