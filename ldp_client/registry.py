@@ -18,6 +18,7 @@ from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
 from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
+from ldp_client.mechanisms.numeric.gaussian.mechanism import SPEC as GAUSSIAN_SPEC
 from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
 from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
 from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
@@ -70,6 +71,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
     *SKETCH_SPECS,
     PEM_SPEC,
+    GAUSSIAN_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

@@ -234,6 +234,12 @@ class MechanismSpec(abc.ABC, Generic[P]):
         (fresh noise per report: k reports cost k epsilon)."""
         return math.inf
 
+    def delta(self, params: P) -> float:
+        """The delta of the (epsilon, delta) guarantee of one report: 0 for a pure epsilon-LDP mechanism
+        (every one but an approximate-DP mechanism such as the Gaussian, whose ``epsilon`` holds only
+        with this delta)."""
+        return 0.0
+
     def wire_names(self, params: P) -> WireNames:
         """The ``ldp.v1`` oneof members of a campaign of ``params``: :attr:`wire`, except for a wrapper whose
         reports are those of the mechanism it wraps (set-valued: its inner oracle's batch and report

@@ -313,6 +313,48 @@ class LaplaceParams(google.protobuf.message.Message):
 global___LaplaceParams = LaplaceParams
 
 @typing.final
+class GaussianParams(google.protobuf.message.Message):
+    """The Gaussian mechanism under (epsilon, delta)-LDP (issue 17): the value rounded (randomized, unbiased) to
+    a grid of `grid` steps over [lo, hi], plus discrete Gaussian noise N_Z(0, sigma^2) in grid steps, sampled
+    exactly. Mechanism name "gaussian". Codes are j + R for the clamped output grid point j in
+    [-R, grid + R], R = floor(14 sigma) + 1 (ldp_client/mechanisms/numeric/gaussian/mechanism.py). epsilon
+    is computed from sigma, grid and delta (the discrete Gaussian's exact privacy profile).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    GRID_FIELD_NUMBER: builtins.int
+    SIGMA_FIELD_NUMBER: builtins.int
+    DELTA_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite (the L2 sensitivity)."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    grid: builtins.int
+    """K, grid steps across [lo, hi], 2 <= K <= 2^20."""
+    sigma: builtins.float
+    """sigma of the discrete Gaussian in grid steps, in [0.5, 65536], a multiple of 2^-32."""
+    delta: builtins.float
+    """The declared delta, in [1e-30, 1)."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        grid: builtins.int = ...,
+        sigma: builtins.float = ...,
+        delta: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["delta", b"delta", "grid", b"grid", "hi", b"hi", "lo", b"lo", "out_of_range", b"out_of_range", "sigma", b"sigma"]) -> None: ...
+
+global___GaussianParams = GaussianParams
+
+@typing.final
 class DuchiParams(google.protobuf.message.Message):
     """Duchi et al.'s one-bit mechanism (JASA 2018). Mechanism name "duchi". Codes 0 (-C) and 1 (+C)."""
 
@@ -873,6 +915,7 @@ class Campaign(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    GAUSSIAN_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -952,6 +995,10 @@ class Campaign(google.protobuf.message.Message):
     def pem(self) -> global___PrefixExtensionParams:
         """Discovery of frequent values over an unknown domain (issue 16)."""
 
+    @property
+    def gaussian(self) -> global___GaussianParams:
+        """The Gaussian mechanism under (epsilon, delta)-LDP (issue 17)."""
+
     def __init__(
         self,
         *,
@@ -984,9 +1031,10 @@ class Campaign(google.protobuf.message.Message):
         cms: global___CountMeanSketchParams | None = ...,
         hcms: global___CountMeanSketchParams | None = ...,
         pem: global___PrefixExtensionParams | None = ...,
+        gaussian: global___GaussianParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "gaussian", b"gaussian", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "gaussian"] | None: ...
 
 global___Campaign = Campaign

@@ -396,6 +396,7 @@ class Report(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    GAUSSIAN_CODE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -429,6 +430,8 @@ class Report(google.protobuf.message.Message):
     piecewise_code: builtins.int
     hybrid_code: builtins.int
     sr_code: builtins.int
+    gaussian_code: builtins.int
+    """gaussian (issue 17): the integer code of the report."""
     @property
     def rappor(self) -> global___RapporReportBits:
         """rappor: cohort and packed Bloom filter bits."""
@@ -481,10 +484,11 @@ class Report(google.protobuf.message.Message):
         cms: global___CmsReport | None = ...,
         hcms: global___HcmsReport | None = ...,
         pem: global___PrefixExtensionReport | None = ...,
+        gaussian_code: builtins.int = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "gaussian_code"] | None: ...
 
 global___Report = Report
 
@@ -599,6 +603,7 @@ class ReportBatch(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    GAUSSIAN_CODES_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -636,6 +641,8 @@ class ReportBatch(google.protobuf.message.Message):
     piecewise_codes: builtins.bytes
     hybrid_codes: builtins.bytes
     sr_codes: builtins.bytes
+    gaussian_codes: builtins.bytes
+    """gaussian (issue 17): n little-endian uint32 codes (4 * n bytes), each < the number of codes."""
     @property
     def rappor(self) -> global___RapporColumns:
         """rappor: cohorts and packed bit rows."""
@@ -689,10 +696,11 @@ class ReportBatch(google.protobuf.message.Message):
         cms: global___CmsColumns | None = ...,
         hcms: global___HcmsColumns | None = ...,
         pem: global___PrefixExtensionColumns | None = ...,
+        gaussian_codes: builtins.bytes = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "multidim", b"multidim", "olh", b"olh", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "gaussian_codes"] | None: ...
 
 global___ReportBatch = ReportBatch
 
