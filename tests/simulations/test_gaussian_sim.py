@@ -1,14 +1,17 @@
-"""ldp-sim with the Gaussian mechanism (issue 17): every mode, delta in the summary, the same estimate from
-every runner for one seed."""
+"""ldp-sim with the Gaussian mechanism (issue 17): every mode with delta in the summary, and the
+``privacy gaussian`` command."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from simulations.cli import app
+from simulations.cli_gaussian import gaussian_cmd
 
 runner = CliRunner()
 
@@ -34,3 +37,33 @@ def test_ldp_sim_run_gaussian_without_delta_says_so() -> None:
     result = runner.invoke(app, [*args, "-p", "uniform-num:0,10", "-n", "100"])
     assert result.exit_code == 2
     assert "delta" in result.output and "Traceback" not in result.output
+
+
+def _privacy_app() -> typer.Typer:
+    # The lead registers gaussian_cmd on the ``privacy`` group of ldp-sim; here on a group of its own.
+    group = typer.Typer()
+    group.command("gaussian")(gaussian_cmd)
+
+    @group.callback()
+    def _privacy() -> None:
+        """privacy"""
+
+    return group
+
+
+def test_privacy_gaussian_command_reports_both_calibrations() -> None:
+    result = runner.invoke(_privacy_app(), ["gaussian", "--epsilon", "0.5", "--delta", "1e-6", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["format"] == "ldp-sim.privacy-gaussian.v1"
+    assert doc["analytic_sigma"] == pytest.approx(8.057618480725, rel=1e-9)
+    assert doc["classical_sigma"] == pytest.approx((2 * math.log(1.25e6)) ** 0.5 / 0.5, rel=1e-12)
+    assert doc["discrete"]["epsilon"] <= 0.5 and doc["discrete"]["delta"] == 1e-6
+    table = runner.invoke(_privacy_app(), ["gaussian", "--epsilon", "2", "--delta", "1e-9"])
+    assert table.exit_code == 0 and "epsilon < 1" in table.output
+
+
+def test_privacy_gaussian_command_names_a_bad_option() -> None:
+    result = runner.invoke(_privacy_app(), ["gaussian", "--epsilon", "1", "--delta", "2"])
+    assert result.exit_code == 2
+    assert "invalid --delta" in result.output and "Traceback" not in result.output

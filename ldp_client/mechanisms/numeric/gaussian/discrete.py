@@ -76,36 +76,32 @@ Below = Callable[[int], int]
 
 
 class CsprngWords:
-    """Exactly uniform integers below any n from the OS CSPRNG, read in chunks (one report's randomness).
+    """Exactly uniform integers below any n from the OS CSPRNG (one report's randomness).
 
-    ``below(n)`` takes ``ceil(bits(n-1) / 8)`` bytes, masks them to ``bits(n-1)`` bits and rejects values
-    >= n (fewer than 2 tries on average): exactly uniform. The bytes come from
-    :func:`ldp_client.randomness` 256 at a time; an object serves one report and is then dropped.
+    ``below(n)`` takes the next ``bits(n-1)`` bits of a pool of CSPRNG bits and rejects values >= n (fewer
+    than 2 tries on average): exactly uniform. The pool is refilled 512 bits at a time from
+    :mod:`ldp_client.randomness`; an object serves one report and is then dropped.
     """
 
-    __slots__ = ("_buf", "_pos")
+    __slots__ = ("_bits", "_pool")
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._pos = 0
-
-    def _take(self, nbytes: int) -> int:
-        end = self._pos + nbytes
-        if end > len(self._buf):
-            self._buf = self._buf[self._pos :] + _rnd._source(max(256, nbytes))
-            self._pos, end = 0, nbytes
-        word = int.from_bytes(self._buf[self._pos : end], "little")
-        self._pos = end
-        return word
+        self._pool = 0
+        self._bits = 0
 
     def below(self, n: int) -> int:
         if n <= 1:
             return 0
         bits = (n - 1).bit_length()
-        nbytes = (bits + 7) >> 3
         mask = (1 << bits) - 1
         while True:
-            w = self._take(nbytes) & mask
+            while self._bits < bits:
+                nbytes = max(64, (bits + 7) >> 3)
+                self._pool |= int.from_bytes(_rnd._source(nbytes), "little") << self._bits
+                self._bits += 8 * nbytes
+            w = self._pool & mask
+            self._pool >>= bits
+            self._bits -= bits
             if w < n:
                 return w
 

@@ -146,7 +146,7 @@ class GaussianParams(RangeParams):
         """The smallest sigma (a multiple of 2**-32 grid steps) whose exact epsilon at ``delta`` is <=
         ``epsilon``.
 
-        ``grid`` defaults to 1024 steps, fewer when the noise is so large that sigma would exceed 8192 steps
+        ``grid`` defaults to 1024 steps, or the largest power of two that keeps sigma within 8192 steps
         (the rounding's variance, at most 1/(4 K^2), stays negligible beside sigma^2/K^2). Starts at the
         analytic Gaussian's sigma (Balle-Wang) for sensitivity K and bisects on the integer q =
         sigma 2**32 between a value that meets epsilon and one that does not.
@@ -157,7 +157,7 @@ class GaussianParams(RangeParams):
         d = check_delta(delta)
         unit = analytic_sigma(eps, d, 1.0)  # sigma per unit of sensitivity (the range)
         if grid is None:
-            k = max(2, min(DEFAULT_GAUSSIAN_GRID, int(_AUTO_SIGMA / unit)))
+            k = max(2, min(DEFAULT_GAUSSIAN_GRID, 1 << max(1, int(_AUTO_SIGMA / unit).bit_length() - 1)))
         else:
             k = check_int("grid", grid, 2, _MAX_GRID)
         start = unit * k
