@@ -19,6 +19,7 @@ from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
 from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
 from ldp_client.mechanisms.numeric.gaussian.mechanism import SPEC as GAUSSIAN_SPEC
+from ldp_client.mechanisms.numeric.gaussian.vector import VECTOR_SPEC as GAUSSIAN_VECTOR_SPEC
 from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
 from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
 from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
@@ -72,6 +73,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     *SKETCH_SPECS,
     PEM_SPEC,
     GAUSSIAN_SPEC,
+    GAUSSIAN_VECTOR_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

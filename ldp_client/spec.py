@@ -195,6 +195,9 @@ class MechanismSpec(abc.ABC, Generic[P]):
     epsilon_field: ClassVar[str | None] = None
     chosen_by_auto: ClassVar[bool] = False
     estimates_candidates: ClassVar[bool] = False
+    takes_range: ClassVar[bool] = True
+    """Kind MEAN: values are placed by a range ``lo``/``hi`` (or ``ranges``), which a simulation defaults to
+    its population's; False for a mechanism with a geometry of its own (gaussian_vector's L2 ball)."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

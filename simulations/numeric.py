@@ -194,8 +194,9 @@ def _build_params(config: Any, population: NumericPopulation) -> MechanismParams
                 config.domain,
                 f"nothing for {config.mechanism} (--domain is multidim's attributes D)",
             )
-        fields.setdefault("lo", population.lo)
-        fields.setdefault("hi", population.hi)
+        if spec.takes_range:
+            fields.setdefault("lo", population.lo)
+            fields.setdefault("hi", population.hi)
     try:
         params = make_params(config.mechanism, epsilon=config.epsilon, domain=domain, fields=fields)
     except InvalidParameterError as exc:

@@ -6,7 +6,7 @@ A new mechanism joins these tests by being registered. What each check guards:
 * parameters by name round-trip (``make(**make_args(p)) == p``);
 * exact epsilon by enumeration: the spec's exact output distribution (Fractions) has max ratio e^epsilon
   with epsilon the one the parameters report (for an (epsilon, delta) mechanism, ``spec.delta > 0``: the
-  hockey-stick divergence at e^epsilon of every pair of inputs is at most delta, and reaches it), and the
+  hockey-stick divergence at e^epsilon of every pair of inputs is at most delta), and the
   device's encoder only ever outputs what it lists (or, for public randomness the enumeration conditions
   on, such as local hashing's seeds, outputs of positive exact probability:
   ``spec.exact_output_probability``);
@@ -271,9 +271,9 @@ def _hockey_stick(p: Any, q: Any, epsilon: float) -> float:
 def _check_approximate_dp(spec: MechanismSpec[Any], params: Any, dists: list[Any]) -> None:
     # An (epsilon, delta) mechanism (spec.delta > 0) has no finite pure epsilon to enumerate; its guarantee
     # is the hockey-stick divergence at e^epsilon of every ordered pair of inputs' output distributions,
-    # at most the declared delta; and the reported epsilon is the smallest that meets it (the worst pair
-    # reaches delta). The masses may be rationals of float64 values (an irrational distribution): the
-    # tolerances allow 1e-9 of delta.
+    # at most the declared delta. (Whether the reported epsilon is the smallest is the mechanism's own
+    # test: some are exact, some are bounds.) The masses may be rationals of float64 values (an irrational
+    # distribution): the tolerance allows 1e-9 of delta.
     delta = spec.delta(params)
     worst = max(
         _hockey_stick(p, q, params.epsilon)
@@ -282,7 +282,6 @@ def _check_approximate_dp(spec: MechanismSpec[Any], params: Any, dists: list[Any
         if i != j
     )
     assert worst <= delta * (1.0 + 1e-9), f"delta at epsilon={params.epsilon!r} is {worst!r} > {delta!r}"
-    assert worst >= delta * (1.0 - 1e-6), f"epsilon={params.epsilon!r} is not the smallest: delta {worst!r}"
     assert math.isclose(wire.epsilon_inf(params), spec.epsilon_inf(params))
 
 

@@ -47,8 +47,10 @@ __all__ = [
     "check_delta",
     "check_sensitivity",
     "classical_sigma",
+    "epsilon_from_zcdp",
     "gaussian_calibration",
     "smallest_meeting",
+    "zcdp_sigma",
 ]
 
 MIN_DELTA = 1e-30
@@ -209,3 +211,56 @@ def gaussian_calibration(epsilon: float, delta: float, sensitivity: float = 1.0)
             ratio=None,
         )
     return out
+
+
+def _zcdp_epsilon_at(rho: float, log_delta: float, alpha: float) -> float:
+    # CKS 2020 Proposition 12 for (alpha, alpha rho)-RDP:
+    # eps = alpha rho - (ln delta + ln alpha) / (alpha - 1) + ln((alpha - 1) / alpha).
+    return alpha * rho - (log_delta + math.log(alpha)) / (alpha - 1.0) + math.log1p(-1.0 / alpha)
+
+
+def epsilon_from_zcdp(rho: float, delta: float) -> float:
+    """An epsilon for which a rho-zCDP mechanism is (epsilon, delta)-DP.
+
+    rho-zCDP means Renyi DP of every order alpha > 1 with epsilon_alpha = alpha rho; each order gives
+    (Canonne, Kamath, Steinke, NeurIPS 2020, Proposition 12; the conversion Google's dp_accounting uses)
+
+        epsilon(alpha) = alpha rho - (ln delta + ln alpha) / (alpha - 1) + ln(1 - 1/alpha),
+
+    and every one of them is a valid epsilon, so the smallest found is: a log-spaced scan of alpha - 1 over
+    [1e-4, 1e6], refined by golden-section search around the best (the function is unimodal in alpha).
+    Tighter than rho + 2 sqrt(rho ln(1/delta)) (Bun and Steinke 2016, Proposition 1.3).
+    """
+    r = _check_positive(rho, "rho", "a finite number > 0 (the zCDP parameter)")
+    log_delta = math.log(check_delta(delta))
+    grid = [1.0 + 10.0 ** (-4.0 + 10.0 * i / 400.0) for i in range(401)]
+    values = [_zcdp_epsilon_at(r, log_delta, a) for a in grid]
+    best = min(range(len(grid)), key=values.__getitem__)
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(100):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if _zcdp_epsilon_at(r, log_delta, a) <= _zcdp_epsilon_at(r, log_delta, b):
+            hi = b
+        else:
+            lo = a
+    found = min(values[best], _zcdp_epsilon_at(r, log_delta, (lo + hi) / 2.0))
+    return max(0.0, math.nextafter(found, math.inf))
+
+
+def zcdp_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """The smallest sigma (Gaussian noise, L2 ``sensitivity``) whose zCDP epsilon at ``delta`` is <=
+    ``epsilon``: rho = s^2 / (2 sigma^2) through :func:`epsilon_from_zcdp`, by bisection on sigma."""
+    eps = _check_epsilon(epsilon)
+    d = check_delta(delta)
+    s = check_sensitivity(sensitivity)
+
+    def meets(sigma: float) -> bool:
+        return epsilon_from_zcdp(s * s / (2.0 * sigma * sigma), d) <= eps
+
+    lo, hi = s * 1e-3, s
+    while not meets(hi):
+        lo, hi = hi, hi * 2.0
+    while meets(lo):
+        lo, hi = lo / 2.0, lo
+    return smallest_meeting(meets, lo, hi)

@@ -42,9 +42,11 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from ldp_client import randomness as _rnd
+from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.numeric.gaussian.calibration import smallest_meeting
 
 if TYPE_CHECKING:
@@ -52,13 +54,18 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = [
+    "MAX_SIGMA",
+    "MIN_SIGMA",
     "SIGMA_BITS",
     "CsprngWords",
     "DiscreteGaussianTails",
+    "auto_grid",
     "batch_discrete_gaussian",
+    "clamped_distribution",
     "delta_profile",
     "epsilon_for",
     "sample_discrete_gaussian",
+    "sigma_quantum",
     "tails",
 ]
 
@@ -67,6 +74,30 @@ SIGMA_BITS = 32
 _TAIL_SIGMAS = 38.6  # exp(-38.6^2 / 2) < 2.2e-324: the pmf beyond M = 38.6 sigma is below every float64
 MAX_EPSILON = 500.0
 """The largest epsilon the profile is searched over (e^epsilon stays finite in float64)."""
+
+MIN_SIGMA = 0.5
+MAX_SIGMA = 65536.0
+"""sigma in grid steps: the privacy computation sums about 77 sigma terms, and codes stay far below 2**32."""
+_AUTO_SIGMA = 8192.0  # from_epsilon's default grids keep sigma below this many grid steps
+
+
+def sigma_quantum(sigma: object) -> int:
+    """q = ceil(sigma 2**32): sigma (grid steps, in [0.5, 65536]) rounded up, toward privacy, to a multiple
+    of 2**-32; InvalidParameterError naming ``sigma`` otherwise."""
+    allowed = f"a number of grid steps in [{MIN_SIGMA}, {MAX_SIGMA:g}] (the noise's scale)"
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float):
+        raise InvalidParameterError("sigma", sigma, allowed)
+    s = float(sigma)
+    if not (math.isfinite(s) and MIN_SIGMA <= s <= MAX_SIGMA):
+        raise InvalidParameterError("sigma", sigma, allowed)
+    return math.ceil(s * (1 << SIGMA_BITS))  # exact: a power-of-two scaling of a float
+
+
+def auto_grid(sigma_per_unit: float, largest: int) -> int:
+    """The default grid: ``largest`` steps, or the largest power of two (>= 2) keeping sigma within 8192
+    steps (the rounding's variance, at most 1/4 step^2, stays negligible beside sigma^2)."""
+    return max(2, min(largest, 1 << max(1, int(_AUTO_SIGMA / sigma_per_unit).bit_length() - 1)))
+
 
 Below = Callable[[int], int]
 """A source of exactly uniform integers in [0, n)."""
@@ -253,3 +284,29 @@ def epsilon_for(sigma_q: int, max_shift: int, delta: float) -> float | None:
         if hi > MAX_EPSILON:
             return None
     return smallest_meeting(lambda eps: max_delta(sigma_q, max_shift, eps) <= delta, lo, hi)
+
+
+def clamped_distribution(sigma: float, position: float, low: int, high: int) -> dict[int, Fraction]:
+    """P(code) for code = clamp(i + Y, low, high) - low, i the encoders' 64-bit randomized rounding of
+    ``position`` and Y ~ N_Z(0, sigma^2): every code in [0, high - low], for tests and small parameters.
+
+    The discrete Gaussian's masses are irrational: each is the float64 ``exp(-z^2 / (2 sigma^2))`` taken
+    as an exact rational and normalised exactly over the integers (the terms beyond 38.6 sigma are below
+    every float64), so the distribution sums to 1 exactly and each mass is within about 1e-15 (relative)
+    of the true one; the clamped end codes carry their whole tails. The rounding coin's probabilities are
+    exact (``floor(frac 2**64) / 2**64``).
+    """
+    base = math.floor(position)
+    up = Fraction(int((position - base) * float(1 << 64)), 1 << 64)
+    far = math.ceil(_TAIL_SIGMAS * sigma) + abs(base) + abs(low) + abs(high) + 2
+    s2 = sigma * sigma
+    weight = [Fraction(math.exp(-(z * z) / (2.0 * s2))) for z in range(far + 1)]
+    total = weight[0] + 2 * sum(weight[1:])
+    dist: dict[int, Fraction] = {}
+    for i, w in ((base, 1 - up), (base + 1, up)):
+        if w == 0:
+            continue
+        for z in range(-far, far + 1):
+            code = min(max(i + z, low), high) - low
+            dist[code] = dist.get(code, Fraction(0)) + w * weight[abs(z)] / total
+    return dist

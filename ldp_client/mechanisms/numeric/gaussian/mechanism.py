@@ -49,16 +49,20 @@ from ldp_client.mechanisms.numeric.base import (
     check_int,
     report_quantization,
     round_up,
-    rounding,
 )
 from ldp_client.mechanisms.numeric.codec import OneDimSpec
 from ldp_client.mechanisms.numeric.gaussian.calibration import analytic_sigma, check_delta
 from ldp_client.mechanisms.numeric.gaussian.discrete import (
+    MAX_SIGMA,
+    MIN_SIGMA,
     SIGMA_BITS,
     CsprngWords,
+    auto_grid,
     batch_discrete_gaussian,
+    clamped_distribution,
     epsilon_for,
     sample_discrete_gaussian,
+    sigma_quantum,
     tails,
 )
 from ldp_client.spec import WireNames
@@ -71,25 +75,10 @@ if TYPE_CHECKING:
 __all__ = ["SPEC", "GaussianEncoder", "GaussianParams", "GaussianSpec", "exact_distribution"]
 
 DEFAULT_GAUSSIAN_GRID = 1024
-"""K when from_epsilon chooses it (fewer steps when sigma would exceed :data:`_AUTO_SIGMA` grid steps)."""
-MIN_SIGMA = 0.5
-MAX_SIGMA = 65536.0
-"""sigma in grid steps: the privacy computation sums about 77 sigma terms, and codes stay far below 2**32."""
+"""K when from_epsilon chooses it (fewer steps when sigma would exceed 8192 grid steps)."""
 _MAX_GRID = 1 << 20
-_AUTO_SIGMA = 8192.0  # from_epsilon's default grid keeps sigma below this many grid steps
 _REACH_SIGMAS = 14  # clamp distance R = floor(14 sigma) + 1 grid steps
 _SIGMA_ONE = 1 << SIGMA_BITS
-
-
-def _sigma_quantum(name: str, sigma: object) -> int:
-    """q = ceil(sigma 2**32): sigma rounded up (toward privacy) to a multiple of 2**-32 grid steps."""
-    allowed = f"a number of grid steps in [{MIN_SIGMA}, {MAX_SIGMA:g}] (the noise's scale)"
-    if isinstance(sigma, bool) or not isinstance(sigma, int | float):
-        raise InvalidParameterError(name, sigma, allowed)
-    s = float(sigma)
-    if not (math.isfinite(s) and MIN_SIGMA <= s <= MAX_SIGMA):
-        raise InvalidParameterError(name, sigma, allowed)
-    return math.ceil(s * _SIGMA_ONE)  # exact: a power-of-two scaling of a float
 
 
 def _epsilon_or_error(q: int, grid: int, delta: float, field_name: str, value: object) -> float:
@@ -126,7 +115,7 @@ class GaussianParams(RangeParams):
     def __post_init__(self) -> None:
         self._init_range()
         check_int("grid", self.grid, 2, _MAX_GRID)
-        q = _sigma_quantum("sigma", self.sigma)
+        q = sigma_quantum(self.sigma)
         object.__setattr__(self, "sigma_q", q)
         object.__setattr__(self, "sigma", q / _SIGMA_ONE)
         object.__setattr__(self, "delta", check_delta(self.delta))
@@ -156,10 +145,7 @@ class GaussianParams(RangeParams):
             raise InvalidParameterError("delta", None, "a number in [1e-30, 1): gaussian needs a delta")
         d = check_delta(delta)
         unit = analytic_sigma(eps, d, 1.0)  # sigma per unit of sensitivity (the range)
-        if grid is None:
-            k = max(2, min(DEFAULT_GAUSSIAN_GRID, 1 << max(1, int(_AUTO_SIGMA / unit).bit_length() - 1)))
-        else:
-            k = check_int("grid", grid, 2, _MAX_GRID)
+        k = auto_grid(unit, DEFAULT_GAUSSIAN_GRID) if grid is None else check_int("grid", grid, 2, _MAX_GRID)
         start = unit * k
         if not MIN_SIGMA <= start <= MAX_SIGMA:
             raise InvalidParameterError(
@@ -278,27 +264,10 @@ class GaussianEncoder(OneDimEncoder):
 
 
 def exact_distribution(params: GaussianParams, s: float) -> dict[int, Fraction]:
-    """P(code | position s) for every code, for tests and small parameters.
-
-    The discrete Gaussian's masses are irrational: each is the float64 ``exp(-z^2 / (2 sigma^2))`` taken as
-    an exact rational and normalised exactly over the integers (the terms beyond 38.6 sigma are below every
-    float64), so the distribution sums to 1 exactly and each mass is within about 1e-15 (relative) of the
-    true one; the clamped end codes carry their whole tails. The rounding coin's probabilities are exact.
-    """
+    """P(code | position s) for every code (:func:`.discrete.clamped_distribution`), for tests and small
+    parameters."""
     k, r = params.grid, params.reach
-    sigma2 = params.sigma * params.sigma
-    far = math.ceil(38.6 * params.sigma) + k + r + 2
-    weight = [Fraction(math.exp(-(z * z) / (2.0 * sigma2))) for z in range(far + 1)]
-    total = weight[0] + 2 * sum(weight[1:])
-    base, up = rounding(s * float(k))
-    dist: dict[int, Fraction] = {}
-    for i, w in ((base, 1 - up), (base + 1, up)):
-        if w == 0:
-            continue
-        for z in range(-far, far + 1):
-            code = min(max(i + z, -r), k + r) + r
-            dist[code] = dist.get(code, Fraction(0)) + w * weight[abs(z)] / total
-    return dist
+    return clamped_distribution(params.sigma, s * float(k), -r, k + r)
 
 
 class GaussianSpec(OneDimSpec[GaussianParams]):
