@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_gaussian.py compare [--repeats 300] [--users 10000]
     .venv/bin/python bench/bench_gaussian.py calibration [--repeats 2000] [--users 500]
     .venv/bin/python bench/bench_gaussian.py speed [--reports 20000] [--batch 1000000]
+    .venv/bin/python bench/bench_gaussian.py vector [--repeats 100] [--users 10000]
 
 * ``compare``: the MSE of the estimated mean of n users (values from Beta(2, 5) on [0, 1]) for each
   epsilon, for gaussian at delta 1e-6 and 1e-9 and for laplace, piecewise and duchi (pure epsilon), over
@@ -14,6 +15,10 @@
   CKS sampler), reports/s and microseconds per report, and the batch encoder (seeded numpy, simulation),
   reports/s, at epsilon 1, delta 1e-6 on [0, 1]; and the time of ``from_epsilon`` (calibration of sigma and
   the exact epsilon of the discrete Gaussian). Best of 3 runs.
+* ``vector``: vectors of L2 norm <= 1 in d dimensions (each coordinate 0.5/sqrt(d) plus uniform noise of
+  half-width 0.2/sqrt(d)): n * MSE per coordinate (averaged over coordinates) of gaussian_vector at
+  delta 1e-6 against multidim (piecewise base, every coordinate declared in [-1, 1], its default k), at
+  the same epsilon; and gaussian_vector's coverage of the 95% intervals over all coordinates and repeats.
 """
 
 from __future__ import annotations
@@ -118,6 +123,37 @@ def speed(args: argparse.Namespace) -> None:
     print(f"batch (seeded numpy, {args.batch:,}): {args.batch / b:,.0f} reports/s")
 
 
+def vector(args: argparse.Namespace) -> None:
+    from ldp_client.mechanisms.numeric.gaussian.vector import GaussianVectorEncoder, GaussianVectorParams
+
+    print(f"n * MSE per coordinate (n = {args.users:,}, {args.repeats} repeats, vectors of norm <= 1)")
+    print(f"{'d':>5} {'epsilon':>8} {'gaussian_vector':>16} {'multidim':>10} {'coverage':>9}")
+    for d in (1, 10, 100):
+        for eps in (1.0, 4.0):
+            gv = GaussianVectorParams.from_epsilon(d, 1.0, eps, delta=1e-6)
+            md = make_params(
+                "multidim", epsilon=eps, domain=d, fields={"lo": -1, "hi": 1, "base": "piecewise"}
+            )
+            mu = np.full(d, 0.5 / math.sqrt(d))
+            row, covered, total = [], 0, 0
+            for i, params in enumerate((gv, md)):
+                rng = np.random.default_rng(50 + i)
+                enc = GaussianVectorEncoder(gv) if i == 0 else numeric_encoder(params)
+                sq = 0.0
+                for _ in range(args.repeats):
+                    x = mu + rng.uniform(-0.2, 0.2, size=(args.users, d)) / math.sqrt(d)
+                    acc = accumulator_for(params)
+                    add_columns(acc, params, enc.encode_batch(x, rng))
+                    means = estimate_means(params, acc).means
+                    est = np.array([m.mean for m in means])
+                    sq += float(np.mean((est - mu) ** 2))
+                    if i == 0:
+                        covered += sum(m.ci_low <= t <= m.ci_high for m, t in zip(means, mu, strict=True))
+                        total += d
+                row.append(args.users * sq / args.repeats)
+            print(f"{d:>5} {eps:>8g} {row[0]:>16.4g} {row[1]:>10.4g} {covered / total:>9.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -131,8 +167,11 @@ def main() -> None:
     s.add_argument("--reports", type=int, default=20_000)
     s.add_argument("--batch", type=int, default=1_000_000)
     s.add_argument("--runs", type=int, default=3)
+    v = sub.add_parser("vector")
+    v.add_argument("--repeats", type=int, default=100)
+    v.add_argument("--users", type=int, default=10_000)
     args = parser.parse_args()
-    {"compare": compare, "calibration": calibration, "speed": speed}[args.what](args)
+    {"compare": compare, "calibration": calibration, "speed": speed, "vector": vector}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -233,3 +233,12 @@ def test_device_encoder_follows_the_exact_distribution(monkeypatch: pytest.Monke
     obs = np.append(observed[keep], observed[~keep].sum())
     exp_ = np.append(expected[keep], expected[~keep].sum())
     assert float(stats.chisquare(obs, exp_).pvalue) > 1e-6
+
+
+def test_an_epsilon_between_256_and_500_is_found() -> None:
+    # The search doubles epsilon up to its cap of 500: an epsilon of about 310 (the largest parameters)
+    # must be found, not refused as "over 500".
+    params = SPEC.largest()[0]
+    assert 256 < params.epsilon < 500
+    assert discrete.max_delta(params.sigma_q, params.grid, params.epsilon) <= params.delta
+    assert discrete.max_delta(params.sigma_q, params.grid, params.epsilon * (1 - 1e-6)) > params.delta

@@ -280,9 +280,9 @@ def epsilon_for(sigma_q: int, max_shift: int, delta: float) -> float | None:
         return 0.0
     lo, hi = 0.0, 1.0
     while max_delta(sigma_q, max_shift, hi) > delta:
-        lo, hi = hi, hi * 2.0
-        if hi > MAX_EPSILON:
+        if hi >= MAX_EPSILON:
             return None
+        lo, hi = hi, min(hi * 2.0, MAX_EPSILON)
     return smallest_meeting(lambda eps: max_delta(sigma_q, max_shift, eps) <= delta, lo, hi)
 
 

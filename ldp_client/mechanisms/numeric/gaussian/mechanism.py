@@ -290,6 +290,10 @@ class GaussianSpec(OneDimSpec[GaussianParams]):
     def distribution(self, params: GaussianParams, s: float) -> dict[int, Fraction]:
         return exact_distribution(params, s)
 
+    def largest(self) -> tuple[GaussianParams, ...]:
+        # The widest range, the finest grid, the most noise and the smallest delta (epsilon about 190).
+        return (GaussianParams(lo=-1e300, hi=1e300, grid=_MAX_GRID, sigma=MAX_SIGMA, delta=1e-30),)
+
     def examples(self) -> tuple[GaussianParams, ...]:
         return (
             GaussianParams.from_epsilon(0.0, 1.0, 2.0, delta=1e-3, grid=2),

@@ -535,6 +535,15 @@ class GaussianVectorSpec(MechanismSpec[GaussianVectorParams]):
 
     # ------------------------------------------------------------------------------ conformance tests
 
+    def largest(self) -> tuple[GaussianVectorParams, ...]:
+        # The most coordinates, the largest bound and noise, the smallest delta, and the finest grid whose
+        # epsilon stays within 500 at that noise (2**19: about 320).
+        return (
+            GaussianVectorParams(
+                dim=MAX_ATTRIBUTES, bound=1e300, grid=_MAX_GRID >> 1, sigma=MAX_SIGMA, delta=1e-30
+            ),
+        )
+
     def examples(self) -> tuple[GaussianVectorParams, ...]:
         return (
             GaussianVectorParams.from_epsilon(1, 2.0, 8.0, delta=1e-3, grid=2),
