@@ -14,7 +14,7 @@
 * ``speed``: per-report encode with the OS CSPRNG (``GaussianEncoder.encode`` in a Python loop; the exact
   CKS sampler), reports/s and microseconds per report, and the batch encoder (seeded numpy, simulation),
   reports/s, at epsilon 1, delta 1e-6 on [0, 1]; and the time of ``from_epsilon`` (calibration of sigma and
-  the exact epsilon of the discrete Gaussian). Best of 3 runs.
+  the exact epsilon of the discrete Gaussian); the same for gaussian_vector at d = 10. Best of 3 runs.
 * ``vector``: vectors of L2 norm <= 1 in d dimensions (each coordinate 0.5/sqrt(d) plus uniform noise of
   half-width 0.2/sqrt(d)): n * MSE per coordinate (averaged over coordinates) of gaussian_vector at
   delta 1e-6 against multidim (piecewise base, every coordinate declared in [-1, 1], its default k), at
@@ -121,6 +121,24 @@ def speed(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(3)
     b = _best(lambda: enc.encode_batch(batch, rng), args.runs)
     print(f"batch (seeded numpy, {args.batch:,}): {args.batch / b:,.0f} reports/s")
+    from ldp_client.mechanisms.numeric.gaussian.vector import GaussianVectorEncoder, GaussianVectorParams
+
+    vp = GaussianVectorParams.from_epsilon(10, 1.0, 1.0, delta=1e-6)
+    venc = GaussianVectorEncoder(vp)
+    vxs = (np.random.default_rng(4).random((args.reports // 10, 10)) * 0.3).tolist()
+
+    def vsingle() -> None:
+        for x in vxs:
+            venc.encode(x)
+
+    vs = _best(vsingle, args.runs)
+    print(
+        f"gaussian_vector d=10 per report (OS CSPRNG): {len(vxs) / vs:,.0f} reports/s, "
+        f"{1e6 * vs / len(vxs):.1f} us"
+    )
+    vbatch = np.random.default_rng(5).random((args.batch // 10, 10)) * 0.3
+    vb = _best(lambda: venc.encode_batch(vbatch, rng), args.runs)
+    print(f"gaussian_vector d=10 batch ({args.batch // 10:,}): {args.batch // 10 / vb:,.0f} reports/s")
 
 
 def vector(args: argparse.Namespace) -> None:

@@ -67,3 +67,18 @@ def test_privacy_gaussian_command_names_a_bad_option() -> None:
     result = runner.invoke(_privacy_app(), ["gaussian", "--epsilon", "1", "--delta", "2"])
     assert result.exit_code == 2
     assert "invalid --delta" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("mode", ["report", "grpc"])
+def test_ldp_sim_run_gaussian_vector(mode: str) -> None:
+    # Coordinates from uniform(0, 0.5) in 3 dimensions: norms below 1, so no scaling onto the ball, and
+    # every coordinate's estimate within 6 standard errors of the population mean 0.25.
+    args = ["run", "--mechanism", "gaussian_vector", "--epsilon", "2", "--param", "dim=3"]
+    args += ["--param", "bound=1", "--param", "delta=1e-6", "-p", "uniform-num:0,0.5", "-n", "5000"]
+    result = runner.invoke(app, [*args, "--seed", "4", "--mode", mode, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["summary"]["delta"] == 1e-6 and doc["summary"]["epsilon"] <= 2.0
+    assert [it["label"] for it in doc["items"]] == ["0", "1", "2"]
+    for it in doc["items"]:
+        assert it["truth"] == pytest.approx(0.25) and abs(it["mean"] - 0.25) <= 6 * it["std_error"]
