@@ -22,6 +22,8 @@ from ldp_client.mechanisms.longitudinal.lgrr import SPEC as LGRR_SPEC
 from ldp_client.mechanisms.longitudinal.losue import SPEC as LOSUE_SPEC
 from ldp_client.mechanisms.longitudinal.onebitmean import SPEC as ONEBITMEAN_SPEC
 from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
+from ldp_client.mechanisms.numeric.gaussian.mechanism import SPEC as GAUSSIAN_SPEC
+from ldp_client.mechanisms.numeric.gaussian.vector import VECTOR_SPEC as GAUSSIAN_VECTOR_SPEC
 from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
 from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
 from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
@@ -78,6 +80,8 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     ONEBITMEAN_SPEC,
     LGRR_SPEC,
     LOSUE_SPEC,
+    GAUSSIAN_SPEC,
+    GAUSSIAN_VECTOR_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

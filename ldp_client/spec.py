@@ -195,6 +195,9 @@ class MechanismSpec(abc.ABC, Generic[P]):
     epsilon_field: ClassVar[str | None] = None
     chosen_by_auto: ClassVar[bool] = False
     estimates_candidates: ClassVar[bool] = False
+    takes_range: ClassVar[bool] = True
+    """Kind MEAN: values are placed by a range ``lo``/``hi`` (or ``ranges``), which a simulation defaults to
+    its population's; False for a mechanism with a geometry of its own (gaussian_vector's L2 ball)."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -235,8 +238,9 @@ class MechanismSpec(abc.ABC, Generic[P]):
         return math.inf
 
     def delta(self, params: P) -> float:
-        """The delta of one report under (epsilon, delta)-LDP: 0 for pure epsilon-LDP mechanisms (every one
-        but those that override it, e.g. a Gaussian mechanism). The device ledger adds it up per report."""
+        """The delta of the (epsilon, delta) guarantee of one report: 0 for a pure epsilon-LDP mechanism
+        (every one but an approximate-DP mechanism such as the Gaussian, whose ``epsilon`` holds only with
+        this delta). The device ledger adds it up per report."""
         return 0.0
 
     def memo_identity(self, params: P, value: Any) -> bytes | None:

@@ -2,7 +2,8 @@
 
 Commands ``run`` and ``sweep`` (:mod:`simulations.cli_run`), ``associate`` (:mod:`simulations.cli_associate`),
 ``days`` (:mod:`simulations.cli_days`) and the group ``privacy`` (:mod:`simulations.cli_privacy`:
-``compose``, ``shuffle``). Exit codes, ``--json``, ``--version`` and error lines follow
+``compose``, ``shuffle``; ``gaussian`` from :mod:`simulations.cli_gaussian`). Exit codes, ``--json``,
+``--version`` and error lines follow
 :mod:`ldp_aggregator.cli_common`, shared with ``ldp-aggregator``: ``--json`` prints the result document on
 stdout (and no tables), ``--json-out PATH`` writes it to a file.
 
@@ -12,7 +13,7 @@ what the commands share) and nothing imports it back.
 
 from __future__ import annotations
 
-from simulations import cli_associate, cli_days, cli_privacy, cli_run
+from simulations import cli_associate, cli_days, cli_gaussian, cli_privacy, cli_run
 from simulations.cli_app import app
 
 __all__ = ["app", "main"]
@@ -25,6 +26,7 @@ app.command("days")(cli_days.days_cmd)
 app.add_typer(cli_privacy.privacy_app, name="privacy")
 cli_privacy.privacy_app.command("compose")(cli_privacy.compose_cmd)
 cli_privacy.privacy_app.command("shuffle")(cli_privacy.shuffle_cmd)
+cli_privacy.privacy_app.command("gaussian")(cli_gaussian.gaussian_cmd)
 
 
 def main() -> None:

@@ -163,6 +163,11 @@ class NumericSimulationResult:
     def epsilon(self) -> float:
         return float(self.params.epsilon)
 
+    @property
+    def delta(self) -> float:
+        """The delta of the (epsilon, delta) guarantee: 0 for a pure epsilon-LDP mechanism."""
+        return float(registry.spec_for(self.params).delta(self.params))
+
 
 # ------------------------------------------------------------------------------------------ prepare
 
@@ -189,8 +194,9 @@ def _build_params(config: Any, population: NumericPopulation) -> MechanismParams
                 config.domain,
                 f"nothing for {config.mechanism} (--domain is multidim's attributes D)",
             )
-        fields.setdefault("lo", population.lo)
-        fields.setdefault("hi", population.hi)
+        if spec.takes_range:
+            fields.setdefault("lo", population.lo)
+            fields.setdefault("hi", population.hi)
     try:
         params = make_params(config.mechanism, epsilon=config.epsilon, domain=domain, fields=fields)
     except InvalidParameterError as exc:
@@ -475,7 +481,7 @@ def _params_dict(params: Any) -> dict[str, Any]:
 def numeric_to_dict(result: NumericSimulationResult) -> dict[str, Any]:
     """JSON document (format ``ldp-sim.numeric-run.v1``)::
 
-        {"summary": {"format", "mechanism", "params", "epsilon", "mode", "population", "n_users",
+        {"summary": {"format", "mechanism", "params", "epsilon", "delta", "mode", "population", "n_users",
                      "repeats", "seed", "confidence", "population_mean", "population_variance",
                      "elapsed_s", "metrics": {...}},
          "items": [{"label", "repeat", "truth", "sample_mean", "mean", "std_error", "ci_low", "ci_high",
@@ -489,6 +495,7 @@ def numeric_to_dict(result: NumericSimulationResult) -> dict[str, Any]:
         "mechanism": cfg.mechanism,
         "params": _params_dict(result.params),
         "epsilon": result.epsilon,
+        "delta": result.delta,
         "mode": cfg.mode,
         "population": result.population.spec,
         "n_users": cfg.n_users,
@@ -550,6 +557,7 @@ def numeric_tables(result: NumericSimulationResult, *, max_rows: int = 20) -> li
         ("population", f"{result.population.spec} (mean {result.population.mean:.6g})"),
         ("users x repeats", f"{cfg.n_users:,} x {cfg.repeats}"),
         ("epsilon (per report)", f"{result.epsilon:.6g}"),
+        *((("delta (per report)", f"{result.delta:.3g}"),) if result.delta > 0 else ()),
         ("params", repr(result.params)),
         ("mode", _mode_text(cfg)),
         ("elapsed", f"{result.elapsed_s:.2f} s"),

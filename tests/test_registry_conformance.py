@@ -5,9 +5,11 @@ A new mechanism joins these tests by being registered. What each check guards:
 * the spec and the registry agree (name, parameter class, oneof members, lookups, ``make_params``);
 * parameters by name round-trip (``make(**make_args(p)) == p``);
 * exact epsilon by enumeration: the spec's exact output distribution (Fractions) has max ratio e^epsilon
-  with epsilon the one the parameters report, and the device's encoder only ever outputs what it lists
-  (or, for public randomness the enumeration conditions on, such as local hashing's seeds, outputs of
-  positive exact probability: ``spec.exact_output_probability``);
+  with epsilon the one the parameters report (for an (epsilon, delta) mechanism, ``spec.delta > 0``: the
+  hockey-stick divergence at e^epsilon of every pair of inputs is at most delta), and the
+  device's encoder only ever outputs what it lists (or, for public randomness the enumeration conditions
+  on, such as local hashing's seeds, outputs of positive exact probability:
+  ``spec.exact_output_probability``);
 * the batch encoder and the exact sum sampler follow that distribution (seeded, bounds from the variance);
 * the estimator is exact at the expected counts, one check per kind (:data:`_EXACT_BY_KIND`): SUPPORT
   through the spec's Support, RAPPOR the candidates' regression, MEAN the means estimated from the expected
@@ -244,6 +246,9 @@ def test_exact_epsilon_by_enumeration(spec: MechanismSpec[Any], params: Any) -> 
     for x, dist in zip(inputs, dists, strict=True):
         assert sum(dist.values()) == 1, f"P(.|{x!r}) sums to {sum(dist.values())}"
         assert all(isinstance(p, Fraction) and p >= 0 for p in dist.values())
+    if spec.delta(params) > 0:
+        _check_approximate_dp(spec, params, dists)
+        return
     worst = Fraction(1)
     for y in _outputs(spec, params):
         probs = [d.get(y, Fraction(0)) for d in dists]
@@ -254,6 +259,29 @@ def test_exact_epsilon_by_enumeration(spec: MechanismSpec[Any], params: Any) -> 
     assert math.isclose(math.log(worst), params.epsilon, rel_tol=1e-12, abs_tol=1e-12), (
         f"max ratio e^{math.log(worst)!r}, the parameters report epsilon={params.epsilon!r}"
     )
+    assert math.isclose(wire.epsilon_inf(params), spec.epsilon_inf(params))
+
+
+def _hockey_stick(p: Any, q: Any, epsilon: float) -> float:
+    """sum over outputs of max(0, P(y) - e^epsilon Q(y)): the smallest delta of the pair at epsilon."""
+    scale = math.exp(epsilon)
+    return math.fsum(max(0.0, float(pr) - scale * float(q.get(y, 0))) for y, pr in p.items())
+
+
+def _check_approximate_dp(spec: MechanismSpec[Any], params: Any, dists: list[Any]) -> None:
+    # An (epsilon, delta) mechanism (spec.delta > 0) has no finite pure epsilon to enumerate; its guarantee
+    # is the hockey-stick divergence at e^epsilon of every ordered pair of inputs' output distributions,
+    # at most the declared delta. (Whether the reported epsilon is the smallest is the mechanism's own
+    # test: some are exact, some are bounds.) The masses may be rationals of float64 values (an irrational
+    # distribution): the tolerance allows 1e-9 of delta.
+    delta = spec.delta(params)
+    worst = max(
+        _hockey_stick(p, q, params.epsilon)
+        for i, p in enumerate(dists)
+        for j, q in enumerate(dists)
+        if i != j
+    )
+    assert worst <= delta * (1.0 + 1e-9), f"delta at epsilon={params.epsilon!r} is {worst!r} > {delta!r}"
     assert math.isclose(wire.epsilon_inf(params), spec.epsilon_inf(params))
 
 

@@ -601,7 +601,8 @@ def test_every_memoized_mechanism_gives_distinct_values_distinct_memo_identities
             assert all(isinstance(i, bytes) for i in ids), spec.name
             assert len(set(ids)) == len(inputs), spec.name
             checked.add(spec.name)
-    assert {"rappor", "basic-rappor", "boolean-rappor", "paired", "dbitflip", "onebitmean", "lgrr", "losue"} <= checked
+    assert {"rappor", "basic-rappor", "boolean-rappor", "paired"} <= checked
+    assert {"dbitflip", "onebitmean", "lgrr", "losue"} <= checked
 
 
 def test_memo_identities_follow_the_permanent_response() -> None:

@@ -88,6 +88,7 @@ NumericMessage: TypeAlias = (
     | campaign_pb2.HybridParams
     | campaign_pb2.StochasticRoundingParams
     | campaign_pb2.MultidimParams
+    | campaign_pb2.GaussianParams
 )
 NUMERIC_MESSAGES: Final = (
     campaign_pb2.LaplaceParams,
@@ -96,6 +97,7 @@ NUMERIC_MESSAGES: Final = (
     campaign_pb2.HybridParams,
     campaign_pb2.StochasticRoundingParams,
     campaign_pb2.MultidimParams,
+    campaign_pb2.GaussianParams,
 )
 NumericColumns: TypeAlias = "NDArray[np.uint32] | tuple[NDArray[np.uint32], NDArray[np.uint32]]"
 """uint32 codes (n,), or (attributes, codes) uint32 (n, k) for multidim."""

@@ -12,6 +12,8 @@ from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.numeric.codec import OneDimSpec
 from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
 from ldp_client.mechanisms.numeric.duchi import DuchiEncoder, DuchiParams
+from ldp_client.mechanisms.numeric.gaussian.mechanism import SPEC as GAUSSIAN_SPEC
+from ldp_client.mechanisms.numeric.gaussian.mechanism import GaussianEncoder, GaussianParams
 from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
 from ldp_client.mechanisms.numeric.laplace import LaplaceEncoder, LaplaceParams
 from ldp_client.mechanisms.numeric.multidim import SPEC as MULTIDIM_SPEC
@@ -40,9 +42,11 @@ __all__ = [
     "numeric_encoder",
 ]
 
-OneDimParams = DuchiParams | SRParams | PiecewiseParams | HybridParams | LaplaceParams
+OneDimParams = DuchiParams | SRParams | PiecewiseParams | HybridParams | LaplaceParams | GaussianParams
 NumericParams = OneDimParams | MultidimParams
-NumericEncoder = DuchiEncoder | SREncoder | PiecewiseEncoder | HybridEncoder | LaplaceEncoder
+NumericEncoder = (
+    DuchiEncoder | SREncoder | PiecewiseEncoder | HybridEncoder | LaplaceEncoder | GaussianEncoder
+)
 
 _ONE_DIM_SPECS: Final[tuple[OneDimSpec[Any], ...]] = (
     LAPLACE_SPEC,
@@ -50,6 +54,7 @@ _ONE_DIM_SPECS: Final[tuple[OneDimSpec[Any], ...]] = (
     PIECEWISE_SPEC,
     HYBRID_SPEC,
     SR_SPEC,
+    GAUSSIAN_SPEC,
 )
 NUMERIC_SPECS: Final = (*_ONE_DIM_SPECS, MULTIDIM_SPEC)
 """The family's specs, in the order names are listed to users."""

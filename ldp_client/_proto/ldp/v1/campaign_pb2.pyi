@@ -313,6 +313,91 @@ class LaplaceParams(google.protobuf.message.Message):
 global___LaplaceParams = LaplaceParams
 
 @typing.final
+class GaussianParams(google.protobuf.message.Message):
+    """The Gaussian mechanism under (epsilon, delta)-LDP (issue 17): the value rounded (randomized, unbiased) to
+    a grid of `grid` steps over [lo, hi], plus discrete Gaussian noise N_Z(0, sigma^2) in grid steps, sampled
+    exactly. Mechanism name "gaussian". Codes are j + R for the clamped output grid point j in
+    [-R, grid + R], R = floor(14 sigma) + 1 (ldp_client/mechanisms/numeric/gaussian/mechanism.py). epsilon
+    is computed from sigma, grid and delta (the discrete Gaussian's exact privacy profile).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    GRID_FIELD_NUMBER: builtins.int
+    SIGMA_FIELD_NUMBER: builtins.int
+    DELTA_FIELD_NUMBER: builtins.int
+    lo: builtins.float
+    """Declared range [lo, hi] of the value: finite, lo < hi, hi - lo finite (the L2 sensitivity)."""
+    hi: builtins.float
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a finite value outside [lo, hi]."""
+    grid: builtins.int
+    """K, grid steps across [lo, hi], 2 <= K <= 2^20."""
+    sigma: builtins.float
+    """sigma of the discrete Gaussian in grid steps, in [0.5, 65536], a multiple of 2^-32."""
+    delta: builtins.float
+    """The declared delta, in [1e-30, 1)."""
+    def __init__(
+        self,
+        *,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        grid: builtins.int = ...,
+        sigma: builtins.float = ...,
+        delta: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["delta", b"delta", "grid", b"grid", "hi", b"hi", "lo", b"lo", "out_of_range", b"out_of_range", "sigma", b"sigma"]) -> None: ...
+
+global___GaussianParams = GaussianParams
+
+@typing.final
+class GaussianVectorParams(google.protobuf.message.Message):
+    """The Gaussian mechanism for a vector of dimension `dim` and L2 norm at most `bound` (issue 17): each
+    coordinate rounded (randomized, unbiased) to a grid of `grid` steps per bound, plus discrete Gaussian noise
+    N_Z(0, sigma^2) in grid steps. Mechanism name "gaussian_vector". Codes per coordinate are j + grid + R for
+    the clamped grid point j in [-(grid + R), grid + R], R = floor(14 sigma) + 1. epsilon is computed from
+    sigma, grid, dim and delta through zCDP (ldp_client/mechanisms/numeric/gaussian/vector.py).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DIM_FIELD_NUMBER: builtins.int
+    BOUND_FIELD_NUMBER: builtins.int
+    OUT_OF_RANGE_FIELD_NUMBER: builtins.int
+    GRID_FIELD_NUMBER: builtins.int
+    SIGMA_FIELD_NUMBER: builtins.int
+    DELTA_FIELD_NUMBER: builtins.int
+    dim: builtins.int
+    """d, the vector's dimension, 1 <= d <= 4096."""
+    bound: builtins.float
+    """B, the declared L2 norm bound (finite, > 0); the L2 sensitivity is 2B."""
+    out_of_range: global___OutOfRange.ValueType
+    """What a device does with a vector of norm above B (clamp: scaled onto the ball)."""
+    grid: builtins.int
+    """K, grid steps per B, 2 <= K <= 2^20."""
+    sigma: builtins.float
+    """sigma of the discrete Gaussian in grid steps, in [0.5, 65536], a multiple of 2^-32."""
+    delta: builtins.float
+    """The declared delta, in [1e-30, 1)."""
+    def __init__(
+        self,
+        *,
+        dim: builtins.int = ...,
+        bound: builtins.float = ...,
+        out_of_range: global___OutOfRange.ValueType = ...,
+        grid: builtins.int = ...,
+        sigma: builtins.float = ...,
+        delta: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bound", b"bound", "delta", b"delta", "dim", b"dim", "grid", b"grid", "out_of_range", b"out_of_range", "sigma", b"sigma"]) -> None: ...
+
+global___GaussianVectorParams = GaussianVectorParams
+
+@typing.final
 class DuchiParams(google.protobuf.message.Message):
     """Duchi et al.'s one-bit mechanism (JASA 2018). Mechanism name "duchi". Codes 0 (-C) and 1 (+C)."""
 
@@ -1041,6 +1126,8 @@ class Campaign(google.protobuf.message.Message):
     ONEBITMEAN_FIELD_NUMBER: builtins.int
     LGRR_FIELD_NUMBER: builtins.int
     LOSUE_FIELD_NUMBER: builtins.int
+    GAUSSIAN_FIELD_NUMBER: builtins.int
+    GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1138,6 +1225,12 @@ class Campaign(google.protobuf.message.Message):
     def lgrr(self) -> global___LongitudinalGRRParams: ...
     @property
     def losue(self) -> global___LongitudinalOSUEParams: ...
+    @property
+    def gaussian(self) -> global___GaussianParams:
+        """The Gaussian mechanism under (epsilon, delta)-LDP (issue 17)."""
+
+    @property
+    def gaussian_vector(self) -> global___GaussianVectorParams: ...
     def __init__(
         self,
         *,
@@ -1175,9 +1268,11 @@ class Campaign(google.protobuf.message.Message):
         onebitmean: global___OneBitMeanParams | None = ...,
         lgrr: global___LongitudinalGRRParams | None = ...,
         losue: global___LongitudinalOSUEParams | None = ...,
+        gaussian: global___GaussianParams | None = ...,
+        gaussian_vector: global___GaussianVectorParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector"] | None: ...
 
 global___Campaign = Campaign

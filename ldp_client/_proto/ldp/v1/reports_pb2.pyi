@@ -445,6 +445,8 @@ class Report(google.protobuf.message.Message):
     ONEBITMEAN_CODE_FIELD_NUMBER: builtins.int
     LGRR_INDEX_FIELD_NUMBER: builtins.int
     LOSUE_BITS_FIELD_NUMBER: builtins.int
+    GAUSSIAN_CODE_FIELD_NUMBER: builtins.int
+    GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -481,6 +483,8 @@ class Report(google.protobuf.message.Message):
     onebitmean_code: builtins.int
     lgrr_index: builtins.int
     losue_bits: builtins.bytes
+    gaussian_code: builtins.int
+    """gaussian (issue 17): the integer code of the report."""
     @property
     def rappor(self) -> global___RapporReportBits:
         """rappor: cohort and packed Bloom filter bits."""
@@ -513,6 +517,10 @@ class Report(google.protobuf.message.Message):
         the d reported bits, ceil(d/8) bytes, little bit order, padding bits 0.
         """
 
+    @property
+    def gaussian_vector(self) -> global___GaussianVectorCodes:
+        """gaussian_vector (issue 17): the d codes of the report."""
+
     def __init__(
         self,
         *,
@@ -543,12 +551,32 @@ class Report(google.protobuf.message.Message):
         onebitmean_code: builtins.int = ...,
         lgrr_index: builtins.int = ...,
         losue_bits: builtins.bytes = ...,
+        gaussian_code: builtins.int = ...,
+        gaussian_vector: global___GaussianVectorCodes | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector"] | None: ...
 
 global___Report = Report
+
+@typing.final
+class GaussianVectorCodes(google.protobuf.message.Message):
+    """The codes of one gaussian_vector report: one per coordinate, each < 2 (grid + R) + 1."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    CODES_FIELD_NUMBER: builtins.int
+    @property
+    def codes(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        codes: collections.abc.Iterable[builtins.int] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["codes", b"codes"]) -> None: ...
+
+global___GaussianVectorCodes = GaussianVectorCodes
 
 @typing.final
 class RapporColumns(google.protobuf.message.Message):
@@ -665,6 +693,8 @@ class ReportBatch(google.protobuf.message.Message):
     ONEBITMEAN_CODES_FIELD_NUMBER: builtins.int
     LGRR_INDICES_FIELD_NUMBER: builtins.int
     LOSUE_BITS_FIELD_NUMBER: builtins.int
+    GAUSSIAN_CODES_FIELD_NUMBER: builtins.int
+    GAUSSIAN_VECTOR_CODES_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -705,6 +735,10 @@ class ReportBatch(google.protobuf.message.Message):
     onebitmean_codes: builtins.bytes
     lgrr_indices: builtins.bytes
     losue_bits: builtins.bytes
+    gaussian_codes: builtins.bytes
+    """gaussian (issue 17): n little-endian uint32 codes (4 * n bytes), each < the number of codes."""
+    gaussian_vector_codes: builtins.bytes
+    """gaussian_vector (issue 17): n * dim little-endian uint32 codes (4 * n * dim bytes), report-major."""
     @property
     def rappor(self) -> global___RapporColumns:
         """rappor: cohorts and packed bit rows."""
@@ -768,10 +802,12 @@ class ReportBatch(google.protobuf.message.Message):
         onebitmean_codes: builtins.bytes = ...,
         lgrr_indices: builtins.bytes = ...,
         losue_bits: builtins.bytes = ...,
+        gaussian_codes: builtins.bytes = ...,
+        gaussian_vector_codes: builtins.bytes = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes"] | None: ...
 
 global___ReportBatch = ReportBatch
 
