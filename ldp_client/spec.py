@@ -183,6 +183,9 @@ class MechanismSpec(abc.ABC, Generic[P]):
             items estimated are candidate strings given when estimating (the campaign's, or the request's;
             kind SUPPORT passes them to :meth:`candidate_support`, kind RAPPOR decodes them); simulations
             hash their population's labels.
+        reports_per_device: the most reports one device may send to one campaign (discovery: 1, its
+            epsilon is user-level only if every user reports once), enforced by the device ledger before
+            anything is encoded; None: no such limit (the budget caps still apply).
     """
 
     name: ClassVar[str]
@@ -195,6 +198,7 @@ class MechanismSpec(abc.ABC, Generic[P]):
     epsilon_field: ClassVar[str | None] = None
     chosen_by_auto: ClassVar[bool] = False
     estimates_candidates: ClassVar[bool] = False
+    reports_per_device: ClassVar[int | None] = None
     takes_range: ClassVar[bool] = True
     """Kind MEAN: values are placed by a range ``lo``/``hi`` (or ``ranges``), which a simulation defaults to
     its population's; False for a mechanism with a geometry of its own (gaussian_vector's L2 ball)."""

@@ -159,6 +159,7 @@ class ReporterState:
             delta=float(wire.delta(params)),
             epsilon_inf=float(wire.epsilon_inf(params)),
             fingerprint=params_fingerprint(params),
+            max_reports=registry.spec_for(params).reports_per_device,
         )
         plan = ledger.plan(cid, cost, self._policy)
         if not plan.memoized and not plan.checks:

@@ -363,6 +363,8 @@ class DeviceLedger:
                 cap = getattr(policy, f"{scope}_{unit}")
                 if cap is not None:
                     checks.append((scope, unit, to_units_down(cap)))
+        if cost.max_reports is not None:  # a count, not units: e.g. discovery's one report per device
+            checks.append(("campaign", "reports", cost.max_reports))
         with self._lock:
             self._window_locked(policy.window_seconds, self._now_locked())
         return ChargePlan(
@@ -430,6 +432,12 @@ class DeviceLedger:
     def _check_locked(self, plan: ChargePlan, now: int) -> None:
         self._settle_locked()
         for scope, unit, cap_u in plan.checks:
+            if unit == "reports":
+                state = self._campaigns.get(plan.campaign_id)
+                sent = 0 if state is None else state.fresh_reports + state.memo_reports
+                if sent + 1 > cap_u:
+                    self._refuse(plan, "campaign_reports", float(sent), 1.0, limit=float(cap_u))
+                continue
             if scope == "lifetime":
                 tally = self._lifetime
             elif scope == "window":
@@ -450,8 +458,11 @@ class DeviceLedger:
                 self._refuse(plan, f"{scope}_{unit}", spent, plan.term[i])
 
     @staticmethod
-    def _refuse(plan: ChargePlan, cap_name: str, spent: float, requested: float) -> NoReturn:
-        limit = getattr(plan.policy, cap_name)
+    def _refuse(
+        plan: ChargePlan, cap_name: str, spent: float, requested: float, limit: float | None = None
+    ) -> NoReturn:
+        if limit is None:
+            limit = getattr(plan.policy, cap_name)
         scope = cap_name.partition("_")[0]
         where = {
             "lifetime": " (the device, every campaign)",

@@ -150,12 +150,15 @@ class ReportCost:
         delta: the per-report delta (``wire.delta(params)``; 0 for pure epsilon-LDP mechanisms).
         epsilon_inf: the longitudinal bound of a memoized mechanism, or +inf for fresh noise per report.
         fingerprint: the parameters' fingerprint (a memoized value is new again under new parameters).
+        max_reports: the most reports the device may send to the campaign (the spec's
+            ``reports_per_device``: 1 for discovery), or None.
     """
 
     epsilon: float
     delta: float
     epsilon_inf: float
     fingerprint: str
+    max_reports: int | None = None
 
     @property
     def memoized(self) -> bool:

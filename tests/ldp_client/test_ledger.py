@@ -655,3 +655,42 @@ def test_an_advanced_composer_admits_more_small_reports_under_the_same_cap(open_
     assert fitted > 300  # basic composition stops at 300 reports of 0.01
     spend = ledger.snapshot(c.policy).lifetime
     assert spend.epsilon <= 3.0 and spend.delta == pytest.approx(1e-9, rel=1e-6)
+
+
+def test_a_discovery_campaign_takes_one_report_per_device_also_after_a_restart(
+    tmp_path: Path, open_ledger: Any
+) -> None:
+    """pem's spec says reports_per_device = 1 (user-level epsilon); the ledger refuses a second report to
+    that campaign before anything is encoded, also after a restart, and other campaigns stay open."""
+    from ldp_client.mechanisms.pem import SPEC as PEM_SPEC
+
+    assert PEM_SPEC.reports_per_device == 1
+    once = ReportCost(epsilon=4.0, delta=0.0, epsilon_inf=math.inf, fingerprint="p" * 16, max_reports=1)
+    ledger = open_ledger(clock=Clock())
+    c = Caps(ledger)
+    c.fresh("words", once)
+    with pytest.raises(BudgetExceededError) as info:
+        c.fresh("words", once)
+    assert info.value.cap == "campaign_reports" and info.value.limit == 1.0
+    c.fresh("other", once)  # one report per campaign, not per device
+    ledger.persist()
+    ledger.release()
+    again = open_ledger(clock=Clock())
+    with pytest.raises(BudgetExceededError):
+        Caps(again).fresh("words", once)
+
+
+def test_the_reporter_sends_one_report_per_device_to_a_discovery_campaign(
+    server: Any, tmp_path: Path
+) -> None:
+    from ldp_client.mechanisms.pem import PEMParams
+
+    pem = PEMParams.from_epsilon(4.0, max_length=8, top_k=8, step_bits=4)
+    s = server(pem)
+    with reporter(s.target, tmp_path, params=pem, secret=ClientSecret.from_bytes(SECRET)) as r:
+        r.report("apple")
+        with pytest.raises(BudgetExceededError) as info:
+            r.report("banana")
+        assert info.value.cap == "campaign_reports" and r.stats().encoded == 1
+        assert r.flush(timeout=10)
+    assert s.servicer.counts() == [1]

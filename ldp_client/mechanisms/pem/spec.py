@@ -140,6 +140,7 @@ class PEMSpec(MechanismSpec[PEMParams]):
     kind: ClassVar[Kind] = Kind.DISCOVERY
     wire: ClassVar[WireNames] = WireNames(campaign="pem", batch="pem", report="pem")
     per_device_state: ClassVar[bool] = True
+    reports_per_device: ClassVar[int | None] = 1  # user-level epsilon: one report per device
 
     def make(self, *, epsilon: float | None, domain: Any, fields: dict[str, object]) -> PEMParams:
         if domain is not None:
