@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
@@ -225,7 +226,7 @@ class TreeHistReport(NamedTuple):
 class TreeHistEncoder:
     """Encodes a device's values for its group's level with the OS CSPRNG."""
 
-    __slots__ = ("_group", "_mask", "_prefix", "_t", "_truth", "params")
+    __slots__ = ("_group", "_mask", "_nbytes", "_prefix", "_t", "_truth", "_unpack", "params")
 
     def __init__(self, params: TreeHistParams, *, group: int) -> None:
         if not isinstance(params, TreeHistParams):
@@ -237,6 +238,9 @@ class TreeHistEncoder:
         self._truth = params.truth_threshold
         self._mask = _M64 if group == params.levels else (1 << params.hash_bits) - 1
         self._prefix = PrefixHasher(params, group, _PERSON)
+        # One CSPRNG read per report: t rows (u64), a 32-bit coin and a 32-bit word for the other answer.
+        self._nbytes = 8 * params.hadamard_bits + 8
+        self._unpack = struct.Struct(f"<{params.hadamard_bits}QII").unpack
 
     def __repr__(self) -> str:
         return f"TreeHistEncoder(params={self.params!r}, group=<hidden>)"
@@ -249,16 +253,17 @@ class TreeHistEncoder:
         """
         digest = self._prefix.digest(value) & self._mask
         t = self._t
-        # One CSPRNG read: t rows, a 32-bit coin and a 32-bit word for the other answer.
-        r = _from_bytes(_rnd._source(8 * t + 8), "little")
-        rows = tuple((r >> (64 * k)) & _M64 for k in range(t))
+        words = self._unpack(_rnd._source(self._nbytes))
+        rows = words[:t]
         y = 0
-        for k in range(t):
-            y |= ((rows[k] & digest).bit_count() & 1) << k
-        coins = r >> (64 * t)
-        if (coins & 0xFFFFFFFF) < self._truth:
+        bit = 1
+        for r in rows:
+            if (r & digest).bit_count() & 1:
+                y |= bit
+            bit <<= 1
+        if words[t] < self._truth:
             return TreeHistReport(self._group, rows, y)
-        other = _uniform_below((1 << t) - 1, coins >> 32)
+        other = _uniform_below((1 << t) - 1, words[t + 1])
         return TreeHistReport(self._group, rows, other + 1 if other >= y else other)
 
 
