@@ -222,6 +222,40 @@ def calibration(repeats: int, n: int, epsilon: float) -> None:
         )
 
 
+def table(paths: list[str]) -> None:
+    """The rows of ``--json`` files (or of the JSON lines a run printed) as one markdown table."""
+    print(
+        "| population | n | eps | implementation | top-16 precision / recall | top-32 precision / recall "
+        "| NCR 16 / 32 | count MAE / RMSE | seconds |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        text = Path(path).read_text()
+        # A --json file, or the JSON lines a run prints (its log, while it runs).
+        rows = (
+            json.loads(text)
+            if text.lstrip().startswith("[")
+            else [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        )
+        for r in rows:
+            head = f"| {r['population']} | {r['n']:,} | {r['epsilon']:g} | {r['impl']} |"
+            if r.get("timeout"):
+                print(f"{head} not finished | | | | > {r['seconds']:.0f} |")
+                continue
+            secs = (
+                f"{r['encode_s'] + r['server_s']:.1f} (encode {r['encode_s']:.1f} + server "
+                f"{r['server_s']:.1f}, {r['groups']} groups)"
+                if "server_s" in r
+                else f"{r['seconds']:.1f}"
+            )
+            mae = f"{r['count_mae']:,.0f} / {r['count_rmse']:,.0f}" if "count_mae" in r else "-"
+            print(
+                f"{head} {r['precision_top16']:.2f} / {r['recall_top16']:.2f} | "
+                f"{r['precision_top32']:.2f} / {r['recall_top32']:.2f} | {r['ncr_top16']:.2f} / "
+                f"{r['ncr_top32']:.2f} | {mae} | {secs} |"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000)
@@ -235,7 +269,11 @@ def main() -> None:
     ap.add_argument("--encode-rate", action="store_true")
     ap.add_argument("--calibration", type=int, default=0, help="seeded repeats of the calibration run")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--table", nargs="+", default=None, help="print --json files as a markdown table")
     args = ap.parse_args()
+    if args.table:
+        table(args.table)
+        return
     if args.encode_rate:
         encode_rate()
         return
