@@ -280,7 +280,9 @@ class TreeHistSpec(PrefixTreeSpec[TreeHistParams]):
             [level_digest(params, level, Prefix(*c)) for c in candidates],  # type: ignore[misc]
             dtype=np.uint64,
         )
-        if level == params.levels:
+        if not mine.any():  # no reports at this level: nothing supports anything (no transform to build)
+            counts = np.zeros(len(candidates), dtype=np.int64)
+        elif level == params.levels:
             counts = direct_support(rows[mine], y[mine], digests)
         else:
             table = hadamard_support_table(rows[mine], y[mine], params.hash_bits)
@@ -316,6 +318,21 @@ class TreeHistSpec(PrefixTreeSpec[TreeHistParams]):
                 truth_probability=0.6,
             ),
             TreeHistParams.from_epsilon(2.0, max_length=3, top_k=4, step_bits=8, hash_bits=12),
+        )
+
+    def largest(self) -> tuple[TreeHistParams, ...]:
+        """Every size at its largest: 64-byte values, 64 x 2**10 level-0 candidates (the level budget),
+        12-bit steps (44 groups), t = 10 answer bits and 2**24-entry transforms."""
+        return (
+            TreeHistParams(
+                max_length=64,
+                start_bits=10,
+                step_bits=12,
+                top_k=16,
+                hadamard_bits=10,
+                hash_bits=24,
+                truth_probability=0.5,
+            ),
         )
 
     def exact_outputs(self, params: TreeHistParams, value: Any) -> Mapping[Hashable, Fraction]:
