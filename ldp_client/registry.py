@@ -38,6 +38,7 @@ from ldp_client.mechanisms.rr import SPEC as RR_SPEC
 from ldp_client.mechanisms.sets import SPEC as SET_VALUED_SPEC
 from ldp_client.mechanisms.sketch import SPECS as SKETCH_SPECS
 from ldp_client.mechanisms.ss import SPEC as SS_SPEC
+from ldp_client.mechanisms.treehist.spec import SPEC as TREEHIST_SPEC
 from ldp_client.mechanisms.ue import OUE_SPEC, SUE_SPEC
 from ldp_client.spec import MechanismSpec
 
@@ -82,6 +83,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     LOSUE_SPEC,
     GAUSSIAN_SPEC,
     GAUSSIAN_VECTOR_SPEC,
+    TREEHIST_SPEC,
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 from ldp_client._exact_sampling import check_rng as _check_rng
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import MAX_DOMAIN_SIZE
+from simulations.string_populations import STRING_POPULATIONS, string_population_counts
 
 __all__ = [
     "ALLOWED_POPULATIONS",
@@ -63,6 +64,7 @@ __all__ = [
 
 ALLOWED_POPULATIONS = (
     "zipf:S (S > 0), uniform, geometric:P (0 < P < 1), empirical:PATH (CSV of value,count lines), "
+    "url-hosts:D, heavy-flat:K,SHARE,D, zipf-words:S,D (strings: simulations.string_populations), "
     "normal:MU,SIGMA[,LO,HI] (SIGMA > 0, LO < HI, default -1,1), uniform-num:LO,HI (LO < HI)"
 )
 _CATEGORICAL_ALLOWED = "zipf:S (S > 0), uniform, geometric:P (0 < P < 1), empirical:PATH"
@@ -625,6 +627,9 @@ def parse_population(spec: str) -> Population:
             raise InvalidParameterError("population", spec, "empirical:PATH with the path of a CSV file")
         return load_empirical_csv(path)
     args = [a.strip() for a in arg_text.split(",")] if sep else []
+    if name in STRING_POPULATIONS:  # generated strings, as the empirical population of their weights
+        counts = string_population_counts(spec, name, args)
+        return EmpiricalPopulation.from_counts(counts, source=f"generated {name}:{','.join(args)}")
     allowed = ALLOWED_POPULATIONS
     try:
         if name == "zipf":

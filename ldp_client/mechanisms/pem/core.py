@@ -7,7 +7,7 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple, Protocol
 
 from ldp_client import _oracle_math, privacy
 from ldp_client import randomness as _rnd
@@ -28,6 +28,8 @@ __all__ = [
     "PEMParams",
     "PEMReport",
     "Prefix",
+    "PrefixHasher",
+    "PrefixTree",
     "group_of",
     "level_candidates",
     "prefix_digest",
@@ -50,11 +52,64 @@ _from_bytes = int.from_bytes
 _uniform_below = _rnd.uniform_below
 
 
+class PrefixTree(Protocol):
+    """What the prefix helpers read of a discovery mechanism's parameters (pem's, treehist's)."""
+
+    @property
+    def max_length(self) -> int: ...
+
+    def prefix_bits(self, level: int) -> int: ...
+
+
 class Prefix(NamedTuple):
     """A candidate of some level: the value's length in bytes and the first bits of its padded bytes."""
 
     length: int
     bits: int
+
+
+def check_tree_fields(max_length: object, start_bits: object, step_bits: object, top_k: object) -> None:
+    """The prefix tree's fields (pem's, treehist's): max_length 1..64; start_bits 1..16 within the level
+    budget (max_length * 2**start_bits <= 2**16); step_bits 1..12; top_k 1..2**16 / 2**step_bits.
+
+    Raises:
+        InvalidParameterError: the first field out of its range, by name.
+    """
+    length = int_field("max_length", max_length, 1, MAX_LENGTH)
+    budget_bits = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (length - 1).bit_length()
+    int_field("start_bits", start_bits, 1, max(1, min(16, 8 * length, budget_bits)))
+    step = int_field("step_bits", step_bits, 1, MAX_STEP_BITS)
+    int_field("top_k", top_k, 1, MAX_LEVEL_CANDIDATES >> step)
+
+
+def default_start_bits(max_length: object) -> int:
+    """8 (the first byte), less when the level budget or the length says so."""
+    length = int_field("max_length", max_length, 1, MAX_LENGTH)
+    budget = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (length - 1).bit_length()
+    return max(1, min(8, 8 * length, budget))
+
+
+def tree_levels(max_length: int, start_bits: int, step_bits: int) -> int:
+    """G = 1 + ceil((8 max_length - start_bits) / step_bits)."""
+    return 1 + -(-(8 * max_length - start_bits) // step_bits)
+
+
+def make_tree_params(
+    cls: Any, names: tuple[str, ...], *, epsilon: float | None, fields: dict[str, object]
+) -> Any:
+    """``cls.from_epsilon(epsilon, **fields)``, or with no epsilon ``cls(truth_probability=..., **fields)``
+    with every one of ``names`` given (``make_params``' fields of pem and treehist)."""
+    given = {name: take_field(fields, name, int, cls.name) for name in names if name in fields}
+    if epsilon is not None:
+        no_more_fields(fields, cls.name, names)
+        return cls.from_epsilon(epsilon, **given)
+    tp = take_field(fields, "truth_probability", float, cls.name) if "truth_probability" in fields else None
+    no_more_fields(fields, cls.name, (*names, "truth_probability"))
+    if tp is None or any(name not in given for name in names):
+        raise InvalidParameterError(
+            "params", sorted(given), "epsilon, or truth_probability with " + ", ".join(names)
+        )
+    return cls(truth_probability=tp, **given)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,12 +135,7 @@ class PEMParams:
     truth_threshold: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        int_field("max_length", self.max_length, 1, MAX_LENGTH)
-        budget_bits = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (self.max_length - 1).bit_length()
-        start_max = max(1, min(16, 8 * self.max_length, budget_bits))
-        int_field("start_bits", self.start_bits, 1, start_max)
-        int_field("step_bits", self.step_bits, 1, MAX_STEP_BITS)
-        int_field("top_k", self.top_k, 1, MAX_LEVEL_CANDIDATES >> self.step_bits)
+        check_tree_fields(self.max_length, self.start_bits, self.step_bits, self.top_k)
         object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
 
     @property
@@ -104,7 +154,7 @@ class PEMParams:
     @property
     def levels(self) -> int:
         """G = 1 + ceil((8 max_length - start_bits) / step_bits)."""
-        return 1 + -(-(8 * self.max_length - self.start_bits) // self.step_bits)
+        return tree_levels(self.max_length, self.start_bits, self.step_bits)
 
     def prefix_bits(self, level: int) -> int:
         """s_level: the value bits a prefix of ``level`` holds."""
@@ -130,9 +180,7 @@ class PEMParams:
         int_field("g", g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
         int_field("top_k", top_k, 1, MAX_LEVEL_CANDIDATES)
         if start_bits is None:
-            int_field("max_length", max_length, 1, MAX_LENGTH)
-            budget = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (max_length - 1).bit_length()
-            start_bits = max(1, min(8, 8 * max_length, budget))
+            start_bits = default_start_bits(max_length)
         t = _oracle_math.grr_like_threshold(g, eps)
         if t == 0:
             raise InvalidParameterError("epsilon", epsilon, f"a value large enough at g={g}")
@@ -152,32 +200,14 @@ _FIELDS: Final = ("max_length", "start_bits", "step_bits", "top_k", "g")
 
 
 def _make(*, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
-    given = {name: take_field(fields, name, int, PEMParams.name) for name in _FIELDS if name in fields}
-    if epsilon is not None:
-        no_more_fields(fields, PEMParams.name, _FIELDS)
-        return PEMParams.from_epsilon(epsilon, **given)  # type: ignore[arg-type]
-    tp = (
-        take_field(fields, "truth_probability", float, PEMParams.name)
-        if "truth_probability" in fields
-        else None
-    )
-    no_more_fields(fields, PEMParams.name, (*_FIELDS, "truth_probability"))
-    missing = [
-        name for name in (*_FIELDS, "truth_probability") if name not in given and name != "truth_probability"
-    ]
-    if tp is None or missing:
-        raise InvalidParameterError(
-            "params",
-            sorted(given),
-            "epsilon, or truth_probability with max_length, start_bits, step_bits, top_k, g",
-        )
-    return PEMParams(truth_probability=tp, **given)  # type: ignore[arg-type]
+    params: PEMParams = make_tree_params(PEMParams, _FIELDS, epsilon=epsilon, fields=fields)
+    return params
 
 
 # --------------------------------------------------------------------------------------------- keys
 
 
-def value_bytes(params: PEMParams, value: object) -> bytes:
+def value_bytes(params: PrefixTree, value: object) -> bytes:
     """The value as bytes (a str as UTF-8), checked: 1 to max_length bytes.
 
     Raises:
@@ -199,16 +229,52 @@ def value_bytes(params: PEMParams, value: object) -> bytes:
     return data
 
 
-def prefix_of(params: PEMParams, level: int, data: bytes) -> Prefix:
+def prefix_of(params: PrefixTree, level: int, data: bytes) -> Prefix:
     """The prefix of a (checked) value at ``level``."""
     padded = _from_bytes(data, "big") << (8 * (params.max_length - len(data)))
     return Prefix(len(data), padded >> (8 * params.max_length - params.prefix_bits(level)))
 
 
-def prefix_digest(level: int, s_bits: int, prefix: Prefix) -> int:
-    """K: BLAKE2b-64 (person ``ldp-pem-prefix``) of level || length || the prefix bits (module docstring)."""
+def prefix_digest(level: int, s_bits: int, prefix: Prefix, person: bytes = _PERSON) -> int:
+    """K: BLAKE2b-64 (person ``ldp-pem-prefix``, or treehist's) of level || length || the prefix bits
+    (module docstring), read little-endian."""
     data = level.to_bytes(2, "big") + bytes((prefix.length,)) + prefix.bits.to_bytes((s_bits + 7) >> 3, "big")
-    return _from_bytes(_blake2b(data, digest_size=8, person=_PERSON).digest(), "little")
+    return _from_bytes(_blake2b(data, digest_size=8, person=person).digest(), "little")
+
+
+class PrefixHasher:
+    """:func:`prefix_digest` of a value's prefix at one level, the value checked on the way: the encoders'
+    hot path (the hasher's input starts with the level and the length, fixed per level and length)."""
+
+    __slots__ = ("_hasher", "_heads", "_max", "_nbytes", "_shift", "tree")
+
+    def __init__(self, tree: PrefixTree, level: int, person: bytes = _PERSON) -> None:
+        s_bits = tree.prefix_bits(level)
+        self.tree = tree
+        self._max = tree.max_length
+        self._shift = 8 * tree.max_length - s_bits
+        self._nbytes = (s_bits + 7) >> 3
+        self._hasher = _blake2b(digest_size=8, person=person)
+        head = level.to_bytes(2, "big")
+        self._heads = [head + bytes((n,)) for n in range(tree.max_length + 1)]
+
+    def digest(self, value: str | bytes) -> int:
+        """The digest of the value's prefix (str as UTF-8, or bytes; 1 to max_length bytes).
+
+        Raises:
+            DomainError: empty, too long, or neither str nor bytes.
+        """
+        data = value.encode("utf-8") if type(value) is str else value
+        if type(data) is not bytes or not 0 < len(data) <= self._max:
+            data = value_bytes(self.tree, value)  # raises for what is not a valid value
+        length = len(data)
+        # The prefix bits: the value padded to max_length bytes, shifted down to the level's s bits.
+        move = 8 * (self._max - length) - self._shift
+        bits = _from_bytes(data, "big")
+        bits = bits << move if move >= 0 else bits >> -move
+        h = self._hasher.copy()
+        h.update(self._heads[length] + bits.to_bytes(self._nbytes, "big"))
+        return _from_bytes(h.digest(), "little")
 
 
 def group_of(params: PEMParams, campaign_id: str, secret: ClientSecret) -> int:
@@ -233,18 +299,7 @@ def _bucket(a: int, b: int, key: int, g: int) -> int:
 class PEMEncoder:
     """Encodes a device's values for its level (fixed by its group) with the OS CSPRNG."""
 
-    __slots__ = (
-        "_g",
-        "_group",
-        "_hasher",
-        "_lengths",
-        "_max",
-        "_nbytes",
-        "_others",
-        "_shift",
-        "_truth",
-        "params",
-    )
+    __slots__ = ("_g", "_group", "_others", "_prefix", "_truth", "params")
 
     def __init__(self, params: PEMParams, *, group: int) -> None:
         if not isinstance(params, PEMParams):
@@ -255,14 +310,7 @@ class PEMEncoder:
         self._g = params.g
         self._others = params.g - 1
         self._truth = params.truth_threshold
-        s_bits = params.prefix_bits(group)
-        self._max = params.max_length
-        self._shift = 8 * params.max_length - s_bits
-        self._nbytes = (s_bits + 7) >> 3
-        # prefix_digest's input starts with the level and the length: both fixed per encoder and length.
-        self._hasher = _blake2b(digest_size=8, person=_PERSON)
-        head = group.to_bytes(2, "big")
-        self._lengths = [head + bytes((n,)) for n in range(params.max_length + 1)]
+        self._prefix = PrefixHasher(params, group)
 
     def __repr__(self) -> str:
         return f"PEMEncoder(params={self.params!r}, group=<hidden>)"
@@ -273,17 +321,7 @@ class PEMEncoder:
         Raises:
             DomainError: empty, too long, or neither str nor bytes.
         """
-        data = value.encode("utf-8") if type(value) is str else value
-        if type(data) is not bytes or not 0 < len(data) <= self._max:
-            data = value_bytes(self.params, value)  # raises for what is not a valid value
-        length = len(data)
-        # The prefix bits: the value padded to max_length bytes, shifted down to the level's s bits.
-        move = 8 * (self._max - length) - self._shift
-        bits = _from_bytes(data, "big")
-        bits = bits << move if move >= 0 else bits >> -move
-        h = self._hasher.copy()
-        h.update(self._lengths[length] + bits.to_bytes(self._nbytes, "big"))
-        key = _from_bytes(h.digest(), "little")
+        key = self._prefix.digest(value)
         r = _from_bytes(_rnd._source(24), "little")
         a = r & _M64
         b = (r >> 64) & _M64
@@ -298,7 +336,7 @@ class PEMEncoder:
 # ------------------------------------------------------------------------------------------ candidates
 
 
-def level_candidates(params: PEMParams, level: int, kept: Sequence[Prefix]) -> tuple[Prefix, ...]:
+def level_candidates(params: PrefixTree, level: int, kept: Sequence[Prefix]) -> tuple[Prefix, ...]:
     """Level 0: every (length, first s_0 bits) with zero bits beyond the length; later levels: each kept
     prefix extended by the level's new bits, those beyond its length zero."""
     s = params.prefix_bits(level)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar
 
 from ldp_client._prob import PROB_ONE
 from ldp_client._proto.ldp.v1 import campaign_pb2
@@ -39,15 +39,25 @@ from ldp_client.mechanisms.pem.core import (
     support_counts,
     value_bytes,
 )
-from ldp_client.spec import Kind, Layout, MakeArgs, MechanismSpec, SecretSource, Support, WireNames
+from ldp_client.spec import (
+    Kind,
+    Layout,
+    MakeArgs,
+    MechanismSpec,
+    ParamsLike,
+    SecretSource,
+    Support,
+    WireNames,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
     from ldp_client._proto.ldp.v1 import reports_pb2
+    from ldp_client.secret import ClientSecret
 
-__all__ = ["SPEC", "PEMSpec"]
+__all__ = ["SPEC", "PEMSpec", "PrefixTreeSpec", "TreeParams"]
 
 
 # ------------------------------------------------------------------------------------------------ codec
@@ -126,7 +136,95 @@ _SAMPLE_SEEDS: Final = tuple(
 )
 
 
-class PEMSpec(MechanismSpec[PEMParams]):
+class TreeParams(ParamsLike, Protocol):
+    """What :class:`PrefixTreeSpec` reads of its parameters."""
+
+    @property
+    def max_length(self) -> int: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    def prefix_bits(self, level: int) -> int: ...
+
+
+TP = TypeVar("TP", bound=TreeParams)
+
+
+class PrefixTreeSpec(MechanismSpec[TP]):
+    """What the discovery mechanisms over pem's prefix tree share (pem, treehist): their parameters by
+    name and on the wire (the fields ``param_fields``, message ``params_message``), the device's secret,
+    the candidates' prefixes and labels and the values the exhaustive checks use."""
+
+    kind: ClassVar[Kind] = Kind.DISCOVERY
+    per_device_state: ClassVar[bool] = True
+    reports_per_device: ClassVar[int | None] = 1  # user-level epsilon: one report per device
+    param_fields: ClassVar[tuple[str, ...]]
+    params_message: ClassVar[Any]
+
+    def _make(self, *, epsilon: float | None, fields: dict[str, object]) -> TP:
+        raise NotImplementedError
+
+    def make(self, *, epsilon: float | None, domain: Any, fields: dict[str, object]) -> TP:
+        if domain is not None:
+            raise InvalidParameterError(
+                "domain",
+                domain,
+                f"none for {self.name} (it discovers the values: give max_length, the longest in bytes)",
+            )
+        return self._make(epsilon=epsilon, fields=dict(fields))
+
+    def make_args(self, params: TP) -> MakeArgs:
+        return MakeArgs(fields={name: getattr(params, name) for name in self.param_fields})
+
+    def params_to_proto(self, params: TP) -> Any:
+        return self.params_message(**{name: getattr(params, name) for name in self.param_fields})
+
+    def params_from_proto(self, msg: Any) -> TP:
+        made: TP = self.params_type(**{name: getattr(msg, name) for name in self.param_fields})
+        return made
+
+    def needs_secret(self, params: TP) -> bool:
+        return True
+
+    def _device_encoder(self, params: TP, campaign_id: str, secret: ClientSecret) -> Callable[[Any], Any]:
+        raise NotImplementedError
+
+    def encoder(self, params: TP, *, campaign_id: str, secret: SecretSource | None) -> Callable[[Any], Any]:
+        if secret is None:
+            raise InvalidParameterError(
+                "secret", None, f"the device's client secret ({self.name} derives its group from it)"
+            )
+        return self._device_encoder(params, campaign_id, secret if not callable(secret) else secret())
+
+    def discovery_top_k(self, params: TP) -> int:
+        return params.top_k
+
+    def discovery_prefix(self, params: TP, level: int, value: Any) -> Hashable:
+        return prefix_of(params, level, value_bytes(params, value))
+
+    def discovery_label(self, params: TP, candidate: Hashable) -> str:
+        prefix = Prefix(*candidate)  # type: ignore[misc]
+        data = prefix.bits.to_bytes(params.max_length, "big")[: prefix.length]
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.decode("utf-8", errors="backslashreplace")
+
+    def items(self, params: TP) -> tuple[str, ...]:
+        return tuple(str(v) for v in self.inputs(params))
+
+    def inputs(self, params: TP) -> tuple[Any, ...]:
+        """Three values of different lengths and bytes (a 1-byte campaign: three different bytes)."""
+        if params.max_length == 1:
+            return ("a", "b", "\x00")
+        return ("a", "ab", "b" * params.max_length)
+
+    def input_value(self, params: TP, index: int) -> Any:
+        return self.inputs(params)[index]
+
+
+class PEMSpec(PrefixTreeSpec[PEMParams]):
     """Prefix extension for every layer (:mod:`ldp_client.spec`; module docstring).
 
     Wire: ``Campaign.pem`` (``PrefixExtensionParams``); batch columns ``groups`` (u16), ``a``, ``b`` (u64),
@@ -137,43 +235,17 @@ class PEMSpec(MechanismSpec[PEMParams]):
 
     name: ClassVar[str] = PEMParams.name
     params_type: ClassVar[type[Any]] = PEMParams
-    kind: ClassVar[Kind] = Kind.DISCOVERY
     wire: ClassVar[WireNames] = WireNames(campaign="pem", batch="pem", report="pem")
-    per_device_state: ClassVar[bool] = True
-    reports_per_device: ClassVar[int | None] = 1  # user-level epsilon: one report per device
+    param_fields: ClassVar[tuple[str, ...]] = (*_FIELDS, "truth_probability")
+    params_message: ClassVar[Any] = campaign_pb2.PrefixExtensionParams
 
-    def make(self, *, epsilon: float | None, domain: Any, fields: dict[str, object]) -> PEMParams:
-        if domain is not None:
-            raise InvalidParameterError(
-                "domain",
-                domain,
-                "none for pem (it discovers the values: give max_length, the longest in bytes)",
-            )
-        return _make(epsilon=epsilon, fields=dict(fields))
+    def _make(self, *, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
+        return _make(epsilon=epsilon, fields=fields)
 
-    def make_args(self, params: PEMParams) -> MakeArgs:
-        return MakeArgs(fields={name: getattr(params, name) for name in (*_FIELDS, "truth_probability")})
-
-    def params_to_proto(self, params: PEMParams) -> campaign_pb2.PrefixExtensionParams:
-        return campaign_pb2.PrefixExtensionParams(
-            **{name: getattr(params, name) for name in (*_FIELDS, "truth_probability")}
-        )
-
-    def params_from_proto(self, msg: campaign_pb2.PrefixExtensionParams) -> PEMParams:
-        return PEMParams(**{name: getattr(msg, name) for name in (*_FIELDS, "truth_probability")})
-
-    def needs_secret(self, params: PEMParams) -> bool:
-        return True
-
-    def encoder(
-        self, params: PEMParams, *, campaign_id: str, secret: SecretSource | None
+    def _device_encoder(
+        self, params: PEMParams, campaign_id: str, secret: ClientSecret
     ) -> Callable[[Any], Any]:
-        if secret is None:
-            raise InvalidParameterError(
-                "secret", None, "the device's client secret (pem derives its level from it)"
-            )
-        key = secret if not callable(secret) else secret()
-        return PEMEncoder(params, group=group_of(params, campaign_id, key)).encode
+        return PEMEncoder(params, group=group_of(params, campaign_id, secret)).encode
 
     # -------------------------------------------------------------------------------- codec
 
@@ -299,16 +371,10 @@ class PEMSpec(MechanismSpec[PEMParams]):
     def discovery_levels(self, params: PEMParams) -> int:
         return params.levels
 
-    def discovery_top_k(self, params: PEMParams) -> int:
-        return params.top_k
-
     def discovery_candidates(
         self, params: PEMParams, level: int, kept: Sequence[Hashable]
     ) -> tuple[Hashable, ...]:
         return level_candidates(params, level, [Prefix(*p) for p in kept])  # type: ignore[misc]
-
-    def discovery_prefix(self, params: PEMParams, level: int, value: Any) -> Hashable:
-        return prefix_of(params, level, value_bytes(params, value))
 
     def discovery_same_value(
         self, params: PEMParams, level: int, candidate: Hashable
@@ -323,14 +389,6 @@ class PEMSpec(MechanismSpec[PEMParams]):
             for lv in range(level)
             if params.prefix_bits(lv) >= whole
         )
-
-    def discovery_label(self, params: PEMParams, candidate: Hashable) -> str:
-        prefix = Prefix(*candidate)  # type: ignore[misc]
-        data = prefix.bits.to_bytes(params.max_length, "big")[: prefix.length]
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return data.decode("utf-8", errors="backslashreplace")
 
     def discovery_support(
         self, params: PEMParams, columns: Any, level: int, candidates: Sequence[Hashable]
@@ -351,18 +409,6 @@ class PEMSpec(MechanismSpec[PEMParams]):
         )
 
     # ------------------------------------------------------------------------------- tests
-
-    def items(self, params: PEMParams) -> tuple[str, ...]:
-        return tuple(str(v) for v in self.inputs(params))
-
-    def inputs(self, params: PEMParams) -> tuple[Any, ...]:
-        """Three values of different lengths and bytes (a 1-byte campaign: three different bytes)."""
-        if params.max_length == 1:
-            return ("a", "b", "\x00")
-        return ("a", "ab", "b" * params.max_length)
-
-    def input_value(self, params: PEMParams, index: int) -> Any:
-        return self.inputs(params)[index]
 
     def examples(self) -> tuple[PEMParams, ...]:
         return (

@@ -1089,6 +1089,54 @@ class LongitudinalOSUEParams(google.protobuf.message.Message):
 global___LongitudinalOSUEParams = LongitudinalOSUEParams
 
 @typing.final
+class TreeHistParams(google.protobuf.message.Message):
+    """TreeHist (Bassily, Nissim, Stemmer, Thakurta 2017), issue 16. Mechanism name "treehist". Values and
+    levels as PrefixExtensionParams, plus a verification level holding whole values. A device reports for one
+    group (from its client secret and the campaign id): t = hadamard_bits uniform 64-bit rows and the answer
+    A D over GF(2) (bit k = parity of row k AND D) of its prefix's digest D (hash_bits bits at a discovery
+    level, 64 at the verification level), kept w.p. truth_probability, else a uniform other of 2^t answers.
+    docs/wire-protocol.md has the digest.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    MAX_LENGTH_FIELD_NUMBER: builtins.int
+    START_BITS_FIELD_NUMBER: builtins.int
+    STEP_BITS_FIELD_NUMBER: builtins.int
+    TOP_K_FIELD_NUMBER: builtins.int
+    HADAMARD_BITS_FIELD_NUMBER: builtins.int
+    HASH_BITS_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    max_length: builtins.int
+    """Longest value in bytes, 1 <= max_length <= 64."""
+    start_bits: builtins.int
+    """Bits of the value in level 0's prefixes, 1 <= start_bits <= 16 and max_length * 2^start_bits <= 2^16."""
+    step_bits: builtins.int
+    """Bits added per later level, 1 <= step_bits <= 12."""
+    top_k: builtins.int
+    """Candidates kept per level, 1 <= top_k <= 2^16 / 2^step_bits."""
+    hadamard_bits: builtins.int
+    """Answer bits t per report, 1 <= hadamard_bits <= 10 (g = 2^t answers; 1 is the one-bit response)."""
+    hash_bits: builtins.int
+    """Bits m of the discovery levels' digests, 8 <= hash_bits <= 24."""
+    truth_probability: builtins.float
+    """P(the reported answer is the true one), in (2^-t, 1); epsilon = ln(p (2^t - 1) / (1 - p))."""
+    def __init__(
+        self,
+        *,
+        max_length: builtins.int = ...,
+        start_bits: builtins.int = ...,
+        step_bits: builtins.int = ...,
+        top_k: builtins.int = ...,
+        hadamard_bits: builtins.int = ...,
+        hash_bits: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["hadamard_bits", b"hadamard_bits", "hash_bits", b"hash_bits", "max_length", b"max_length", "start_bits", b"start_bits", "step_bits", b"step_bits", "top_k", b"top_k", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___TreeHistParams = TreeHistParams
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -1128,6 +1176,7 @@ class Campaign(google.protobuf.message.Message):
     LOSUE_FIELD_NUMBER: builtins.int
     GAUSSIAN_FIELD_NUMBER: builtins.int
     GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
+    TREEHIST_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1231,6 +1280,8 @@ class Campaign(google.protobuf.message.Message):
 
     @property
     def gaussian_vector(self) -> global___GaussianVectorParams: ...
+    @property
+    def treehist(self) -> global___TreeHistParams: ...
     def __init__(
         self,
         *,
@@ -1270,9 +1321,10 @@ class Campaign(google.protobuf.message.Message):
         losue: global___LongitudinalOSUEParams | None = ...,
         gaussian: global___GaussianParams | None = ...,
         gaussian_vector: global___GaussianVectorParams | None = ...,
+        treehist: global___TreeHistParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist"] | None: ...
 
 global___Campaign = Campaign
