@@ -58,7 +58,9 @@ __all__ = [
     "DEFAULT_STEP",
     "DEFAULT_TAIL_MASS",
     "PrivacyLossDistribution",
+    "approximate_dp",
     "compose",
+    "compose_guarantees",
     "gaussian",
     "laplace",
     "randomized_response",
@@ -322,6 +324,43 @@ def randomized_response(
     q = math.exp(-eps) / (1.0 + (size - 1) * math.exp(-eps))
     p = 1.0 - (size - 1) * q
     return _from_atoms([(eps, p), (-eps, q), (0.0, (size - 2) * q)], h, tail)
+
+
+def approximate_dp(
+    epsilon: float, delta: float, *, step: float = DEFAULT_STEP, tail_mass: float = DEFAULT_TAIL_MASS
+) -> PrivacyLossDistribution:
+    """The PLD of the pair that dominates every (epsilon, delta)-DP mechanism (Kairouz-Oh-Viswanath 2015):
+    loss +inf with mass delta, and randomized response at epsilon with the remaining 1 - delta.
+
+    delta = 0 gives :func:`randomized_response` (any epsilon-DP mechanism). Composing these is how a list
+    of per-report guarantees, whatever their mechanisms, gets a tight (epsilon, delta) total.
+    """
+    d = check_delta("delta", delta)
+    rr = randomized_response(epsilon, step=step, tail_mass=tail_mass)
+    if d == 0.0:
+        return rr
+    return PrivacyLossDistribution(
+        step=rr.step, offset=rr.offset, pmf=rr.pmf * (1.0 - d), infinity_mass=d, tail_mass=rr.tail_mass
+    )
+
+
+def compose_guarantees(
+    terms: Iterable[tuple[float, float, int]],
+    *,
+    step: float = DEFAULT_STEP,
+    tail_mass: float = DEFAULT_TAIL_MASS,
+) -> PrivacyLossDistribution:
+    """The PLD of ``k`` runs of each ``(epsilon, delta, k)`` term's dominating pair (:func:`approximate_dp`).
+
+    Raises InvalidParameterError for no term with k >= 1.
+    """
+    parts: list[tuple[PrivacyLossDistribution, int]] = []
+    for i, (eps, delta, k) in enumerate(terms):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InvalidParameterError(f"terms[{i}].k", k, "an integer >= 0")
+        if k:
+            parts.append((approximate_dp(eps, delta, step=step, tail_mass=tail_mass), k))
+    return compose(parts)
 
 
 def laplace(

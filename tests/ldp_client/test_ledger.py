@@ -694,3 +694,29 @@ def test_the_reporter_sends_one_report_per_device_to_a_discovery_campaign(
         assert info.value.cap == "campaign_reports" and r.stats().encoded == 1
         assert r.flush(timeout=10)
     assert s.servicer.counts() == [1]
+
+
+def test_a_numerical_composer_admits_more_small_reports_and_is_never_looser_than_basic(
+    open_ledger: Any,
+) -> None:
+    """compose_numerical (privacy loss distributions): under a lifetime cap of epsilon 2 at delta 1e-9,
+    more reports of epsilon 0.05 fit than the 40 of basic composition; few large ones get the basic total."""
+    from ldp_client.accounting.composition import optimal_composition_epsilon
+    from ldp_client.reporter.policy import compose_numerical
+
+    composer = compose_numerical(1e-9)
+    eps, delta = composer([(0.05, 0.0, 400)])
+    assert eps == pytest.approx(optimal_composition_epsilon(0.05, 400, 1e-9), abs=400 * 1e-3)
+    assert eps < 20.0 and delta == pytest.approx(1e-9)
+    # One report off the 1e-3 grid: its loss is rounded up there, so the basic total is the tighter one.
+    assert composer([(1 / 30, 0.0, 1)]) == compose_basic([(1 / 30, 0.0, 1)])
+    assert composer([(3.0, 0.0, 2)])[0] <= 6.0
+    ledger = open_ledger(clock=Clock(), compose=composer)
+    c = Caps(ledger, lifetime_epsilon=2.0, lifetime_delta=1e-6)
+    small = ReportCost(epsilon=0.05, delta=0.0, epsilon_inf=math.inf, fingerprint="s" * 16)
+    fitted = 0
+    with pytest.raises(BudgetExceededError):
+        for _ in range(1_000):
+            c.fresh("a", small)
+            fitted += 1
+    assert fitted > 40

@@ -142,3 +142,27 @@ def test_bad_input_names_the_field(call: object, field: str) -> None:
     with pytest.raises(InvalidParameterError) as info:
         call()  # type: ignore[operator]
     assert info.value.field == field
+
+
+# ------------------------------------------------------------------- counted guarantees (device ledger)
+
+
+@pytest.mark.parametrize(("eps", "delta0", "k"), [(0.5, 0.0, 40), (0.25, 1e-7, 60), (1.0, 1e-9, 12)])
+def test_composed_guarantees_are_the_optimal_composition_of_approximate_dp(
+    eps: float, delta0: float, k: int
+) -> None:
+    """approximate_dp is the pair that dominates every (eps, delta0)-DP mechanism, so k of them composed
+    must give Kairouz-Oh-Viswanath's optimal delta(epsilon) (Theorem 3.3, with delta0)."""
+    pld = P.compose_guarantees([(eps, delta0, k)], step=1e-4)
+    for target in (0.5 * eps * math.sqrt(k), eps * math.sqrt(k)):
+        exact = optimal_composition_delta(eps, k, target, delta0)
+        assert pld.delta_for_epsilon(target) == pytest.approx(exact, rel=1e-6, abs=1e-12)
+
+
+def test_composed_guarantees_mix_terms_and_refuse_bad_counts() -> None:
+    mixed = P.compose_guarantees([(0.5, 0.0, 10), (1.0, 1e-8, 3), (2.0, 0.0, 0)], step=1e-4)
+    by_hand = P.compose([(P.approximate_dp(0.5, 0.0), 10), (P.approximate_dp(1.0, 1e-8), 3)])
+    assert mixed.infinity_mass == pytest.approx(1 - (1 - 1e-8) ** 3)
+    assert mixed.epsilon_for_delta(1e-6) == pytest.approx(by_hand.epsilon_for_delta(1e-6))
+    with pytest.raises(InvalidParameterError, match=r"terms\[0\]\.k"):
+        P.compose_guarantees([(0.5, 0.0, -1)])
