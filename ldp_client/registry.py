@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
+from ldp_client.mechanisms.hio import SPEC as HIO_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
 from ldp_client.mechanisms.numeric.duchi import SPEC as DUCHI_SPEC
 from ldp_client.mechanisms.numeric.laplace import SPEC as LAPLACE_SPEC
@@ -70,6 +71,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     PAIRED_SPEC,  # it composes side specs (ldp_client.mechanisms.paired.SIDE_SPECS)
     *SKETCH_SPECS,
     PEM_SPEC,
+    HIO_SPEC,  # range queries (issue 18)
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

@@ -841,6 +841,43 @@ class PrefixExtensionParams(google.protobuf.message.Message):
 global___PrefixExtensionParams = PrefixExtensionParams
 
 @typing.final
+class HierarchicalIntervalParams(google.protobuf.message.Message):
+    """Hierarchical intervals (issue 18; Cormode, Kulkarni, Srivastava, VLDB 2019). Mechanism name "hio". A tree
+    of fan-out `branching` over the ordered domain (padded to branching^h leaves); each device belongs to one
+    level 1..h (from its client secret) and reports the node of that level holding its value with local
+    hashing (g buckets, truth_probability), as LocalHashingParams does over the level's nodes.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    BRANCHING_FIELD_NUMBER: builtins.int
+    G_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    branching: builtins.int
+    """The tree's fan-out B, 2 <= B <= 1024."""
+    g: builtins.int
+    """Number of buckets g of every level's local hashing, 2 <= g <= 2^20."""
+    truth_probability: builtins.float
+    """P(the reported bucket is the true one), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
+    @property
+    def domain(self) -> global___Domain:
+        """The D ordered values (2 <= D)."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        branching: builtins.int = ...,
+        g: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["branching", b"branching", "domain", b"domain", "g", b"g", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___HierarchicalIntervalParams = HierarchicalIntervalParams
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -873,6 +910,7 @@ class Campaign(google.protobuf.message.Message):
     CMS_FIELD_NUMBER: builtins.int
     HCMS_FIELD_NUMBER: builtins.int
     PEM_FIELD_NUMBER: builtins.int
+    HIO_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -952,6 +990,10 @@ class Campaign(google.protobuf.message.Message):
     def pem(self) -> global___PrefixExtensionParams:
         """Discovery of frequent values over an unknown domain (issue 16)."""
 
+    @property
+    def hio(self) -> global___HierarchicalIntervalParams:
+        """Range queries over an ordered domain (issue 18): hierarchical intervals."""
+
     def __init__(
         self,
         *,
@@ -984,9 +1026,10 @@ class Campaign(google.protobuf.message.Message):
         cms: global___CountMeanSketchParams | None = ...,
         hcms: global___CountMeanSketchParams | None = ...,
         pem: global___PrefixExtensionParams | None = ...,
+        hio: global___HierarchicalIntervalParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "duchi", b"duchi", "grr", b"grr", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "grr", b"grr", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "sr", b"sr", "ss", b"ss", "sue", b"sue"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "hio"] | None: ...
 
 global___Campaign = Campaign
