@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldp_aggregator.estimation import NoReportsError, normal_quantile
+from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.layouts import RangeLevels
 
@@ -51,10 +52,15 @@ __all__ = [
     "QuantileAnswer",
     "RangeAnswer",
     "RangeTree",
+    "add_to_proto",
     "answer_quantiles",
     "answer_ranges",
+    "campaign_ranges",
+    "cdf",
     "fit_tree",
     "parse_range",
+    "range_answer_dict",
+    "ranges_to_dict",
 ]
 
 
@@ -217,7 +223,8 @@ def parse_range(text: str, labels: Sequence[str]) -> tuple[int, int]:
         elif s.isdigit():
             ends.append(int(s))
         else:
-            raise InvalidParameterError("range", text[:80], f"LO:HI with positions in [0, {len(labels) - 1}]")
+            where = f" in [0, {len(labels) - 1}] or labels" if labels else " (non-negative integers)"
+            raise InvalidParameterError("range", text[:80], f"LO:HI with positions{where}")
     return ends[0], ends[1]
 
 
@@ -286,16 +293,57 @@ def cdf(tree: RangeTree) -> NDArray[np.float64]:
     return out
 
 
-def range_answer_dict(a: RangeAnswer) -> dict[str, Any]:
-    """The JSON form of one range answer."""
-    return {
-        "lo": a.lo,
-        "hi": a.hi,
-        "lo_label": a.lo_label,
-        "hi_label": a.hi_label,
-        "count": a.count,
-        "frequency": a.frequency,
-        "std_error": a.std_error,
-        "ci_low": a.ci_low,
-        "ci_high": a.ci_high,
-    }
+_RANGE_FIELDS = ("lo", "hi", "lo_label", "hi_label", "count", "frequency", "std_error", "ci_low", "ci_high")
+
+
+def range_answer_dict(a: Any) -> dict[str, Any]:
+    """The JSON form of one range answer (a :class:`RangeAnswer` or a ``RangeEstimate`` message)."""
+    return {name: getattr(a, name) for name in _RANGE_FIELDS}
+
+
+def campaign_ranges(
+    params: Any,
+    acc: Any,
+    ranges: Sequence[tuple[int, int]],
+    quantiles: Sequence[float] = (),
+    confidence: float = 0.95,
+) -> tuple[tuple[RangeAnswer, ...], tuple[QuantileAnswer, ...]]:
+    """A campaign's answers to range and quantile queries, through its spec's ``range_levels``.
+
+    Raises:
+        InvalidParameterError: the mechanism answers no range queries, or a range or quantile is bad
+            (checked before the data, so the same answer with or without reports).
+        EmptyLevelError: a level of the tree has no report yet.
+    """
+    spec = registry.spec_for(params)
+    levels = spec.range_levels(params, acc)
+    if levels is None:
+        what = "ranges" if ranges else "quantiles"
+        raise InvalidParameterError(what, params.name, "a campaign of a range mechanism (hio)")
+    d = len(levels.labels)
+    for lo, hi in ranges:
+        _check_range(lo, hi, d)
+    for q in quantiles:
+        if not 0.0 < q < 1.0:
+            raise InvalidParameterError("quantile", q, "a number in (0, 1)")
+    normal_quantile(confidence)
+    tree = fit_tree(levels)
+    return answer_ranges(tree, ranges, confidence), answer_quantiles(tree, quantiles)
+
+
+def add_to_proto(msg: Any, answers: Sequence[RangeAnswer], quantiles: Sequence[QuantileAnswer] = ()) -> None:
+    """Fill ``EstimateResponse.ranges`` and ``.quantiles`` (issue 18)."""
+    for a in answers:
+        msg.ranges.add(**range_answer_dict(a))
+    for qa in quantiles:
+        msg.quantiles.add(q=qa.q, position=qa.position, label=qa.label)
+
+
+def ranges_to_dict(msg: Any) -> dict[str, Any]:
+    """The JSON form of an EstimateResponse's ranges and quantiles (empty when it has none)."""
+    out: dict[str, Any] = {}
+    if msg.ranges:
+        out["ranges"] = [range_answer_dict(r) for r in msg.ranges]
+    if msg.quantiles:
+        out["quantiles"] = [{"q": q.q, "position": q.position, "label": q.label} for q in msg.quantiles]
+    return out
