@@ -149,3 +149,41 @@ def test_range_answers_are_calibrated() -> None:
     coverage = float(np.mean(hit))
     assert 0.9 <= ratio <= 1.1, ratio
     assert 0.93 <= coverage <= 0.97, coverage
+
+
+@pytest.mark.statistical
+def test_the_level_sampling_variance_is_calibrated() -> None:
+    """The levels' users are random subsets of one fixed population: with a (nearly) noiseless oracle the
+    only error left is that sampling, which the range variance's sampling part must match. Over R = 2000
+    seeded partitions the ratio's standard deviation is about sqrt(2/R) = 0.03 per range."""
+    rng = np.random.default_rng(5)
+    b, h, d, n = 4, 3, 64, 3000
+    probs = np.exp(-np.arange(d) / 9.0)
+    values = rng.choice(d, size=n, p=probs / probs.sum())
+    ranges = [(0, 9), (10, 29), (17, 17), (3, 36), (30, 60)]
+    truth = np.array([np.count_nonzero((values >= lo) & (values <= hi)) for lo, hi in ranges])
+    p, q = 1 - 1e-9, 1e-9
+    err, var = [], []
+    for _ in range(2000):
+        level = rng.integers(1, h + 1, size=n)
+        counts, reports = [], []
+        for lv in range(1, h + 1):
+            held = values[level == lv] // b ** (h - lv)
+            counts.append(np.bincount(held, minlength=b**lv) * (p - q) + held.size * q)
+            reports.append(int(held.size))
+        tree = fit_tree(
+            RangeLevels(
+                labels=tuple(str(i) for i in range(d)),
+                branching=b,
+                counts=tuple(counts),
+                reports=tuple(reports),
+                n=n,
+                p_star=p,
+                q_star=q,
+            )
+        )
+        answers = answer_ranges(tree, ranges)
+        err.append([(a.count - t) ** 2 for a, t in zip(answers, truth, strict=True)])
+        var.append([a.std_error**2 for a in answers])
+    ratio = np.mean(err, axis=0) / np.mean(var, axis=0)
+    assert np.all((ratio >= 0.9) & (ratio <= 1.1)), ratio
