@@ -89,8 +89,11 @@ __all__ = ["SPEC", "HIOParams", "HIOReport", "HIOSpec", "level_of"]
 LEVEL_LABEL = b"ldp-hio-level-v1:"
 """The HMAC message prefix of a device's level (followed by the campaign id, UTF-8)."""
 MAX_BRANCHING = 1 << 10
-MAX_HIO_NODES = 1 << 22
-"""Bound on the nodes of the tree (sum of B^l): the accumulator holds one count per node."""
+MAX_HIO_NODES = 1 << 17
+"""Bound on the nodes of the tree (sum of B^l): the accumulator holds one count per node (1 MiB here, so
+that a campaign's export stays within gRPC's default 4 MiB message)."""
+MAX_HIO_DOMAIN = 1 << 15
+"""Bound on D: an estimate lists the D values (about 60 bytes each) in one 4 MiB message."""
 _U16_LE = "<u2"
 _FIELDS = ("branching", "g", "truth_probability")
 
@@ -129,6 +132,8 @@ class HIOParams:
         int_field("g", self.g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
         quantize_probability("truth_probability", self.truth_probability)
         d, b = self.domain.size, self.branching
+        if d > MAX_HIO_DOMAIN:
+            raise InvalidParameterError("domain", d, f"a domain of at most {MAX_HIO_DOMAIN} ordered values")
         h = _levels(d, b)
         if sum(b**level for level in range(1, h + 1)) > MAX_HIO_NODES:
             raise InvalidParameterError(
@@ -539,7 +544,8 @@ class HIOSpec(MechanismSpec[HIOParams]):
         )
 
     def largest(self) -> tuple[HIOParams, ...]:
-        return (HIOParams(domain=Domain.of(1 << 11), branching=MAX_BRANCHING, g=2, truth_probability=0.75),)
+        # D = 2^15 with B = 4: 87 380 nodes (B = 2: 2^16 - 2), both within MAX_HIO_NODES.
+        return (HIOParams(domain=Domain.of(MAX_HIO_DOMAIN), branching=4, g=2, truth_probability=0.75),)
 
     def exact_outputs(self, params: HIOParams, value: Any) -> Mapping[Hashable, Fraction]:
         """The level uniform on 1..h (a uniformly random secret), then local hashing of the level's node,

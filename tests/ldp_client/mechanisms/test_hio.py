@@ -70,6 +70,13 @@ def test_bad_parameters_are_named(fields: dict[str, object], match: str) -> None
         make_params("hio", domain=100, fields=fields)
 
 
+def test_a_domain_too_large_for_one_estimate_message_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match=r"domain=32769.*at most 32768"):
+        HIOParams.from_epsilon(32769, 1.0)
+    with pytest.raises(InvalidParameterError, match=r"at most 131072 nodes"):
+        HIOParams.from_epsilon(32768, 1.0, branching=1000)
+
+
 def test_made_by_name_with_epsilon_and_branching() -> None:
     p = make_params("hio", epsilon=1.0, domain=50, fields={"branching": "8"})
     assert isinstance(p, HIOParams) and p.branching == 8 and p.levels == 2

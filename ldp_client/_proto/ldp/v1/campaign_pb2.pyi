@@ -862,7 +862,7 @@ class HierarchicalIntervalParams(google.protobuf.message.Message):
     """P(the reported bucket is the true one), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
     @property
     def domain(self) -> global___Domain:
-        """The D ordered values (2 <= D)."""
+        """The D ordered values, 2 <= D <= 2^15 (and the tree at most 2^17 nodes)."""
 
     def __init__(
         self,
