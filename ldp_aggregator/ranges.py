@@ -3,7 +3,7 @@
 Input: a :class:`ldp_client.layouts.RangeLevels` (a spec's ``range_levels``; today ``hio``): a tree of fan-out
 B over the D ordered values padded to B^h leaves; level l (1..h) has B^l nodes; n_l of the n reports belong
 to level l (their users a uniformly random subset, independent of the values) and C_{l,v} of them support
-node v, with rates p*, q*.
+node v, with the level oracle's rates p*, q* (GRR at small levels, local hashing below, as the spec says).
 
 1. Per-level estimates (Wang, Blocki, Li, Jha, USENIX Security 2017, §4): the share of level-l users in node
    v, x_{l,v} = (C_{l,v}/n_l - q*) / (p* - q*), unbiased for the population share f_v (the level's users
@@ -129,12 +129,12 @@ def fit_tree(levels: RangeLevels) -> RangeTree:
     """
     b = levels.branching
     h = len(levels.counts)
-    p, q = float(levels.p_star), float(levels.q_star)
-    delta = p - q
     xs: list[NDArray[np.float64]] = []
     ovar: list[NDArray[np.float64]] = []
     base: list[float] = []
     for level, (counts, n_l) in enumerate(zip(levels.counts, levels.reports, strict=True), start=1):
+        p, q = float(levels.p_star[level - 1]), float(levels.q_star[level - 1])
+        delta = p - q
         if n_l <= 0:
             raise EmptyLevelError(level)
         c = np.asarray(counts, dtype=np.float64)

@@ -168,8 +168,9 @@ class RangeLevels:
 
     Level l (1..h) has B^l nodes; node j covers the values [j B^(h-l), (j+1) B^(h-l)) of the padded domain
     of B^h >= D values. Each report belongs to one level; ``counts[l-1][j]`` of the ``reports[l-1]``
-    reports of level l support node j, with P(support | the user's value is in the node) = p_star and
-    q_star otherwise. ``ldp_aggregator.ranges`` estimates ranges, quantiles and the CDF from it.
+    reports of level l support node j, with P(support | the user's value is in the node) =
+    ``p_star[l-1]`` and ``q_star[l-1]`` otherwise (each level's oracle may differ).
+    ``ldp_aggregator.ranges`` estimates ranges, quantiles and the CDF from it.
 
     Attributes:
         labels: the D values, in order.
@@ -177,8 +178,8 @@ class RangeLevels:
         counts: per level, the support count of each node (1-D, B^l each).
         reports: per level, the number of its reports n_l.
         n: all reports (sum of ``reports``).
-        p_star: the level oracle's p*.
-        q_star: the level oracle's q*.
+        p_star: each level's oracle's p*.
+        q_star: each level's oracle's q*.
     """
 
     labels: tuple[str, ...]
@@ -186,8 +187,8 @@ class RangeLevels:
     counts: tuple[Any, ...]
     reports: tuple[int, ...]
     n: int
-    p_star: float
-    q_star: float
+    p_star: tuple[float, ...]
+    q_star: tuple[float, ...]
 
 
 class CountsView(Protocol):

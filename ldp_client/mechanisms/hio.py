@@ -7,27 +7,30 @@ D ordered values (padded to B^h leaves, h = ceil(log_B D) levels below the root)
 has B^l nodes; node j of level l covers the values [j B^(h-l), (j+1) B^(h-l)). Each device belongs to one
 level, uniform on 1..h and derived from its client secret (HMAC-SHA256(secret, label || campaign id), so
 it stays put across reports and no identifier leaves the device), and reports the node holding its value at
-that level with optimized local hashing over the B^l nodes (:mod:`ldp_client.mechanisms.olh`, reused: one
-:class:`~ldp_client.mechanisms.olh.OLHParams` per level, the same g and p at every level). A report is
-(level, a, b, bucket); epsilon is local hashing's, ln(p (g-1)/(1-p)), whatever the level (the level is
-independent of the value).
+that level with the better oracle for the level's B^l nodes (CKS §4.2): generalized randomized response
+(:mod:`ldp_client.mechanisms.grr`, reused) at the ``grr_levels`` top levels, where B^l is small, and
+optimized local hashing (:mod:`ldp_client.mechanisms.olh`, reused, the same g and p at every such level)
+below. A GRR level's probability is the largest with epsilon at most local hashing's, so the levels share
+one epsilon bound. A report is (level, a, b, bucket), with a = b = 0 and bucket = the reported node at a
+GRR level; epsilon is the largest of the levels' (local hashing's when a level uses it), whatever the level
+(the level is independent of the value).
 
 The default B = 4 is CKS's recommendation for HH with OLH at moderate epsilon (their §4.4 finds B between
-4 and 8 best; Wang et al. argue for about 5). OLH is the level oracle: CKS use OUE/OLH, and at the lowest
-levels, where GRR over B^l nodes would be better, the loss is bounded by the small share of range
-decompositions those levels carry.
+4 and 8 best; Wang et al. argue for about 5). ``from_epsilon`` uses GRR at every level where its variance
+q(1-q)/(p-q)^2 is below local hashing's (B^l < about 3 e^eps + 2, Wang et al. 2017 §4.5).
 
 Server. The ``support`` accumulator holds, level after level, the support count of every node (a report
-(l, a, b, y) supports node v of level l when v hashes into y under the seed), then the number of reports of
-each level n_l: one vector of sum_l B^l + h counts, fed at ingest by local hashing's vectorised support
-test. Two reads of it:
+(l, a, b, y) supports node v of level l when v hashes into y under the seed, or, at a GRR level, when
+y = v), then the number of reports of each level n_l: one vector of sum_l B^l + h counts, fed at ingest
+per level (a bincount at a GRR level, local hashing's vectorised support test below). Two reads of it:
 
 - the spec's :meth:`HIOSpec.support` (kind SUPPORT, the generic frequency table): the D leaves, from the
   leaf level's reports, with the rates a user of the whole population has: it supports leaf v with
-  p* = p_OLH / h when it holds v and q* = q*_OLH / h otherwise (its level is uniform and independent of
-  its value), so the one estimator of :mod:`ldp_aggregator.estimators` is unbiased with its variance;
+  p*_h / h when it holds v and q*_h / h otherwise, p*_h and q*_h the leaf oracle's (its level is uniform
+  and independent of its value), so the one estimator of :mod:`ldp_aggregator.estimators` is unbiased
+  with its variance;
 - :meth:`HIOSpec.range_levels` (:class:`ldp_client.layouts.RangeLevels`): per level the node counts, n_l
-  and the oracle's rates, which :mod:`ldp_aggregator.ranges` turns into consistent range answers with
+  and the level oracle's rates, which :mod:`ldp_aggregator.ranges` turns into consistent range answers with
   standard errors (formulas there, and in docs/ranges.md).
 
 Importing this module does not import numpy.
@@ -42,7 +45,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ldp_client import _oracle_math
-from ldp_client._prob import quantize_probability
+from ldp_client._oracle_math import grr_like_threshold, oracle_variance
+from ldp_client._prob import quantize_probability, threshold_to_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
     U32_LE,
@@ -68,6 +72,7 @@ from ldp_client.domain import (
 )
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.layouts import RangeLevels
+from ldp_client.mechanisms.grr import GRREncoder, GRRParams, exact_channel
 from ldp_client.mechanisms.olh import (
     LocalHashEncoder,
     OLHParams,
@@ -95,7 +100,7 @@ that a campaign's export stays within gRPC's default 4 MiB message)."""
 MAX_HIO_DOMAIN = 1 << 15
 """Bound on D: an estimate lists the D values (about 60 bytes each) in one 4 MiB message."""
 _U16_LE = "<u2"
-_FIELDS = ("branching", "g", "truth_probability")
+_FIELDS = ("branching", "g", "truth_probability", "grr_levels")
 
 
 def _levels(d: int, branching: int) -> int:
@@ -115,6 +120,8 @@ class HIOParams:
         branching: B, the fan-out of the tree, 2 <= B <= 1024.
         g: local hashing's buckets at every level, 2 <= g.
         truth_probability: P(a report's bucket is the true one), in (1/g, 1).
+        grr_levels: the top levels 1..grr_levels report with GRR over their B^l nodes (probability: the
+            largest with epsilon at most local hashing's), 0 <= grr_levels <= h.
     """
 
     name: ClassVar[str] = "hio"
@@ -122,8 +129,9 @@ class HIOParams:
     branching: int = 4
     g: int
     truth_probability: float
+    grr_levels: int = 0
     levels: int = field(init=False, repr=False, compare=False)
-    level_params: tuple[OLHParams, ...] = field(init=False, repr=False, compare=False)
+    level_params: tuple[OLHParams | GRRParams, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.domain, Domain):
@@ -140,11 +148,15 @@ class HIOParams:
                 "domain", d, f"a domain whose tree of branching {b} has at most {MAX_HIO_NODES} nodes"
             )
         object.__setattr__(self, "levels", h)
-        per_level = tuple(
+        int_field("grr_levels", self.grr_levels, 0, h)
+        olh = tuple(
             OLHParams(domain=Domain.of(b**level), g=self.g, truth_probability=self.truth_probability)
             for level in range(1, h + 1)
         )
-        object.__setattr__(self, "level_params", per_level)
+        per_level: list[OLHParams | GRRParams] = list(olh)
+        for level in range(1, self.grr_levels + 1):
+            per_level[level - 1] = _grr_level(b**level, olh[0].epsilon, self.grr_levels)
+        object.__setattr__(self, "level_params", tuple(per_level))
 
     @classmethod
     def from_epsilon(
@@ -155,14 +167,40 @@ class HIOParams:
         eps = check_epsilon(epsilon)
         dom = Domain.of(domain)
         oracle = OLHParams.from_epsilon(2, eps, g=g)
-        params = cls(domain=dom, branching=branching, g=oracle.g, truth_probability=oracle.truth_probability)
+        olh_var = oracle_variance(oracle.p_star, oracle.q_star)
+        grr_levels, h = 0, _levels(dom.size, branching)
+        while grr_levels < h and grr_like_threshold(branching ** (grr_levels + 1), oracle.epsilon):
+            grr = _grr_level(branching ** (grr_levels + 1), oracle.epsilon, grr_levels + 1)
+            if oracle_variance(grr.p, grr.q) >= olh_var:
+                break
+            grr_levels += 1
+        params = cls(
+            domain=dom,
+            branching=branching,
+            g=oracle.g,
+            truth_probability=oracle.truth_probability,
+            grr_levels=grr_levels,
+        )
         report_quantization(eps, params.epsilon)
         return params
 
     @property
     def epsilon(self) -> float:
-        """ln(p (g-1)/(1-p)): local hashing's, the same at every level."""
-        return self.level_params[0].epsilon
+        """The largest of the levels' epsilons: local hashing's ln(p (g-1)/(1-p)) when a level uses it."""
+        return max(lp.epsilon for lp in self.level_params)
+
+    def uses_grr(self, level: int) -> bool:
+        """Whether level ``level`` (1..h) reports with GRR (else local hashing)."""
+        return level <= self.grr_levels
+
+    def bucket_bound(self, level: int) -> int:
+        """Reported values of a level are below this: B^l at a GRR level, g otherwise."""
+        return int(self.branching**level) if self.uses_grr(level) else self.g
+
+    def level_rates(self, level: int) -> tuple[float, float]:
+        """(p*, q*) of a level's oracle."""
+        lp = self.level_params[level - 1]
+        return (lp.p, lp.q) if isinstance(lp, GRRParams) else (lp.p_star, lp.q_star)
 
     @property
     def leaves(self) -> int:
@@ -174,10 +212,21 @@ class HIOParams:
         return tuple(self.branching**level for level in range(1, self.levels + 1))
 
 
+def _grr_level(size: int, epsilon: float, grr_levels: int) -> GRRParams:
+    """GRR over a level's ``size`` nodes with the largest probability whose epsilon is at most ``epsilon``."""
+    t = grr_like_threshold(size, epsilon)
+    if t == 0:
+        raise InvalidParameterError(
+            "grr_levels", grr_levels, f"levels whose GRR can reach epsilon {epsilon:.6g}"
+        )
+    return GRRParams(domain=Domain.of(size), truth_probability=threshold_to_probability(t))
+
+
 def _make(*, epsilon: float | None, domain: object, fields: dict[str, object]) -> HIOParams:
     dom = require_domain(domain, "hio")
     branching = take_field(fields, "branching", int, "hio") if "branching" in fields else 4
     g = take_field(fields, "g", int, "hio") if "g" in fields else None
+    grr_levels = take_field(fields, "grr_levels", int, "hio") if "grr_levels" in fields else 0
     if epsilon is not None:
         no_more_fields(fields, "hio", ("branching", "g"))
         return HIOParams.from_epsilon(dom, epsilon, branching=branching, g=g)  # type: ignore[arg-type]
@@ -185,7 +234,13 @@ def _make(*, epsilon: float | None, domain: object, fields: dict[str, object]) -
     no_more_fields(fields, "hio", _FIELDS)
     if tp is None or g is None:
         raise InvalidParameterError("params", sorted(fields), "epsilon, or g and truth_probability for hio")
-    return HIOParams(domain=dom, branching=branching, g=g, truth_probability=tp)  # type: ignore[arg-type]
+    return HIOParams(
+        domain=dom,
+        branching=branching,  # type: ignore[arg-type]
+        g=g,  # type: ignore[arg-type]
+        truth_probability=tp,  # type: ignore[arg-type]
+        grr_levels=grr_levels,  # type: ignore[arg-type]
+    )
 
 
 def level_of(params: HIOParams, campaign_id: str, secret: ClientSecret) -> int:
@@ -214,16 +269,21 @@ class HIOEncoder:
     """The device's encoder: its level is fixed (from its secret); each value is reported as the node of
     that level holding it, through local hashing's per-report encoder (OS CSPRNG)."""
 
-    __slots__ = ("_inner", "_level", "params")
+    __slots__ = ("_grr", "_level", "_olh", "params")
 
     def __init__(self, params: HIOParams, *, level: int) -> None:
         self.params = params
         self._level = int_field("level", level, 1, params.levels)
-        self._inner = LocalHashEncoder(params.level_params[level - 1])
+        lp = params.level_params[level - 1]
+        self._grr = GRREncoder(lp) if isinstance(lp, GRRParams) else None
+        self._olh = None if isinstance(lp, GRRParams) else LocalHashEncoder(lp)
 
     def encode(self, value: str | int) -> HIOReport:
-        index = self.params.domain.index(value)
-        r = self._inner.encode_index(node_of(self.params, self._level, index))
+        node = node_of(self.params, self._level, self.params.domain.index(value))
+        if self._olh is None:
+            assert self._grr is not None
+            return HIOReport(self._level, 0, 0, self._grr.encode_index(node))
+        r = self._olh.encode_index(node)
         return HIOReport(self._level, r.a, r.b, r.bucket)
 
 
@@ -244,9 +304,12 @@ def _report_value(field_name: str, report: object, params: HIOParams) -> tuple[i
     for name, v in (("a", a), ("b", b)):
         if not 0 <= v < 1 << 64:
             raise InvalidReportError(f"{field_name}.{name}", v, seed)
-    y = as_int(f"{field_name}.bucket", parts[3], f"a bucket in [0, {params.g - 1}]")
-    if not 0 <= y < params.g:
-        raise InvalidReportError(f"{field_name}.bucket", y, f"a bucket in [0, {params.g - 1}]")
+    bound = params.bucket_bound(level)
+    y = as_int(f"{field_name}.bucket", parts[3], f"a bucket in [0, {bound - 1}]")
+    if not 0 <= y < bound:
+        raise InvalidReportError(f"{field_name}.bucket", y, f"a bucket in [0, {bound - 1}]")
+    if params.uses_grr(level) and (a or b):
+        raise InvalidReportError(f"{field_name}.a", a, f"0 (no seed) at GRR level {level}")
     return level, a, b, y
 
 
@@ -273,6 +336,27 @@ def _check_levels(levels: NDArray[Any], params: HIOParams, field_name: str) -> N
         raise InvalidReportError(field_name, bad, f"a level in [1, {params.levels}]")
 
 
+def _check_values(levels: Any, a: Any, b: Any, y: Any, params: HIOParams, field_name: str) -> None:
+    """Each report's bucket below its level's bound (g, or B^l at a GRR level), and no seed at a GRR
+    level; vectorised over the batch (levels already checked)."""
+    import numpy as np
+
+    if not levels.size:
+        return
+    lv = np.asarray(levels, dtype=np.int64)
+    bounds = np.array([0, *(params.bucket_bound(level) for level in range(1, params.levels + 1))])
+    over = np.asarray(y, dtype=np.int64) >= bounds[lv]
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        raise InvalidReportError(
+            f"{field_name}.buckets", int(y[i]), f"a bucket in [0, {bounds[lv[i]] - 1}] at level {int(lv[i])}"
+        )
+    seeded = (lv <= params.grr_levels) & ((np.asarray(a) != 0) | (np.asarray(b) != 0))
+    if seeded.any():
+        i = int(np.flatnonzero(seeded)[0])
+        raise InvalidReportError(f"{field_name}.a", int(a[i]), f"0 (no seed) at GRR level {int(lv[i])}")
+
+
 def _check_columns(columns: object, params: HIOParams, field_name: str) -> tuple[Any, Any, Any, Any]:
     import numpy as np
 
@@ -296,7 +380,8 @@ def _check_columns(columns: object, params: HIOParams, field_name: str) -> tuple
                 f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
             )
     _check_levels(levels, params, f"{field_name}.levels")
-    check_indices(y, params.g, f"{field_name}.buckets", "a bucket")
+    check_indices(y, 1 << 32, f"{field_name}.buckets", "a bucket")
+    _check_values(levels, a, b, y, params, field_name)
     return levels, a, b, y
 
 
@@ -332,6 +417,7 @@ class HIOSpec(MechanismSpec[HIOParams]):
                 "branching": params.branching,
                 "g": params.g,
                 "truth_probability": params.truth_probability,
+                "grr_levels": params.grr_levels,
             },
         )
 
@@ -341,6 +427,7 @@ class HIOSpec(MechanismSpec[HIOParams]):
             branching=params.branching,
             g=params.g,
             truth_probability=params.truth_probability,
+            grr_levels=params.grr_levels,
         )
 
     def params_from_proto(self, msg: campaign_pb2.HierarchicalIntervalParams) -> HIOParams:
@@ -349,10 +436,15 @@ class HIOSpec(MechanismSpec[HIOParams]):
             branching=msg.branching,
             g=msg.g,
             truth_probability=msg.truth_probability,
+            grr_levels=msg.grr_levels,
         )
 
     def report_bits(self, params: HIOParams) -> int:
-        return 16 + params.level_params[0].report_bits
+        """16 bits of level plus the largest level report: 128 seed bits and the bucket, or a GRR index."""
+        buckets = max(
+            _oracle_math.ceil_log2(params.bucket_bound(level)) for level in range(1, params.levels + 1)
+        )
+        return 16 + (128 if params.grr_levels < params.levels else 0) + buckets
 
     def needs_secret(self, params: HIOParams) -> bool:
         return True
@@ -391,13 +483,10 @@ class HIOSpec(MechanismSpec[HIOParams]):
         levels = np.frombuffer(cols.levels, dtype=_U16_LE)
         _check_levels(levels, params, f"{f}.levels")
         buckets = np.frombuffer(cols.buckets, dtype=U32_LE)
-        check_indices(buckets, params.g, f"{f}.buckets", "a bucket")
-        return (
-            levels.astype(np.uint16, copy=False),
-            np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False),
-            np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False),
-            buckets.astype(np.uint32, copy=False),
-        )
+        a = np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False)
+        b = np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False)
+        _check_values(levels, a, b, buckets, params, f)
+        return levels.astype(np.uint16, copy=False), a, b, buckets.astype(np.uint32, copy=False)
 
     def report_to_proto(self, msg: reports_pb2.Report, params: HIOParams, output: Any) -> None:
         level, a, b, y = _report_value("report", output, params)
@@ -410,8 +499,7 @@ class HIOSpec(MechanismSpec[HIOParams]):
         r = msg.hio
         if not 1 <= r.level <= params.levels:
             raise InvalidReportError("hio.level", r.level, f"a level in [1, {params.levels}]")
-        if r.bucket >= params.g:
-            raise InvalidReportError("hio.bucket", r.bucket, f"a bucket in [0, {params.g - 1}]")
+        _report_value("hio", r, params)
         return (
             np.array([r.level], dtype=np.uint16),
             np.array([r.a], dtype=np.uint64),
@@ -473,9 +561,11 @@ class HIOSpec(MechanismSpec[HIOParams]):
         for level in range(1, params.levels + 1):
             rows = np.flatnonzero(levels == level)
             nodes = idx[rows] // params.branching ** (params.levels - level)
-            a[rows], b[rows], y[rows] = LocalHashEncoder(params.level_params[level - 1]).encode_batch(
-                nodes, rng
-            )
+            lp = params.level_params[level - 1]
+            if isinstance(lp, GRRParams):  # no seed: a = b = 0
+                y[rows] = GRREncoder(lp).encode_batch(nodes, rng)
+            else:
+                a[rows], b[rows], y[rows] = LocalHashEncoder(lp).encode_batch(nodes, rng)
         return levels.astype(np.uint16), a, b, y
 
     # ------------------------------------------------------------------------------- server
@@ -484,15 +574,18 @@ class HIOSpec(MechanismSpec[HIOParams]):
         return Layout.support(sum(params.level_sizes()) + params.levels)
 
     def layout_batch(self, params: HIOParams, columns: Any) -> Any:
-        """(n, support): per level, local hashing's vectorised support test over the level's nodes (one
-        call per level), then the reports of each level."""
+        """(n, support): per level, a bincount of the reported nodes (GRR) or local hashing's vectorised
+        support test over the level's nodes (one call per level), then the reports of each level."""
         import numpy as np
 
         levels, a, b, y = _check_columns(columns, params, "reports")
         parts = []
-        for level, olh in enumerate(params.level_params, start=1):
+        for level, lp in enumerate(params.level_params, start=1):
             rows = levels == level
-            parts.append(local_hash_support(a[rows], b[rows], y[rows], olh))
+            if isinstance(lp, GRRParams):  # a GRR report supports the node it names
+                parts.append(np.bincount(np.asarray(y[rows], dtype=np.int64), minlength=lp.domain.size))
+            else:
+                parts.append(local_hash_support(a[rows], b[rows], y[rows], lp))
         per_level = np.bincount(np.asarray(levels, dtype=np.int64), minlength=params.levels + 1)[1:]
         support = np.concatenate([*parts, per_level]).astype(np.int64)
         return int(levels.shape[0]), support
@@ -505,8 +598,8 @@ class HIOSpec(MechanismSpec[HIOParams]):
         return params.domain.value(index)
 
     def support_rates(self, params: HIOParams) -> tuple[float, float]:
-        leaf = params.level_params[-1]
-        return leaf.p_star / params.levels, leaf.q_star / params.levels
+        p_star, q_star = params.level_rates(params.levels)
+        return p_star / params.levels, q_star / params.levels
 
     def support(self, params: HIOParams, acc: Any, candidates: Sequence[str] = ()) -> Support:
         """The D leaves from the leaf level's support counts, at the whole population's rates (module
@@ -523,15 +616,15 @@ class HIOSpec(MechanismSpec[HIOParams]):
             counts.append(acc.support[start : start + size])
             start += size
         per_level = tuple(int(c) for c in acc.support[start : start + params.levels])
-        leaf = params.level_params[-1]
+        rates = [params.level_rates(level) for level in range(1, params.levels + 1)]
         return RangeLevels(
             labels=self.items(params),
             branching=params.branching,
             counts=tuple(counts),
             reports=per_level,
             n=int(acc.n),
-            p_star=leaf.p_star,
-            q_star=leaf.q_star,
+            p_star=tuple(r[0] for r in rates),
+            q_star=tuple(r[1] for r in rates),
         )
 
     # ------------------------------------------------------------------------------- checks
@@ -541,6 +634,7 @@ class HIOSpec(MechanismSpec[HIOParams]):
             HIOParams(domain=Domain.of(4), branching=2, g=2, truth_probability=0.75),
             HIOParams.from_epsilon(("low", "mid", "high"), math.log(3.0), branching=2, g=4),
             HIOParams(domain=Domain.of(5), branching=2, g=4, truth_probability=0.5),
+            HIOParams(domain=Domain.of(6), branching=2, g=4, truth_probability=0.5, grr_levels=2),
         )
 
     def largest(self) -> tuple[HIOParams, ...]:
@@ -554,9 +648,13 @@ class HIOSpec(MechanismSpec[HIOParams]):
         index = params.domain.index(value)
         out: dict[Hashable, Fraction] = {}
         for level, olh in enumerate(params.level_params, start=1):
+            node = node_of(params, level, index)
+            if isinstance(olh, GRRParams):
+                row = exact_channel(olh)[node]
+                out.update({HIOReport(level, 0, 0, y): pr / params.levels for y, pr in enumerate(row)})
+                continue
             seeds = balanced_seeds(olh.domain.size, params.g)
             weight = Fraction(1, params.levels * len(seeds))
-            node = node_of(params, level, index)
             for a, b in seeds:
                 for y in range(params.g):
                     out[HIOReport(level, a, b, y)] = weight * exact_report_probability(olh, node, a, b, y)
@@ -565,10 +663,14 @@ class HIOSpec(MechanismSpec[HIOParams]):
     def exact_output_probability(self, params: HIOParams, value: Any, output: Any) -> Fraction:
         if not isinstance(output, HIOReport) or not 1 <= output.level <= params.levels:
             return Fraction(0)
-        if not 0 <= output.bucket < params.g:
+        if not 0 <= output.bucket < params.bucket_bound(output.level):
             return Fraction(0)
         olh = params.level_params[output.level - 1]
         node = node_of(params, output.level, params.domain.index(value))
+        if isinstance(olh, GRRParams):
+            if output.a or output.b:
+                return Fraction(0)
+            return exact_channel(olh)[node][output.bucket] / params.levels
         return Fraction(1, params.levels) * exact_report_probability(
             olh, node, output.a, output.b, output.bucket
         )

@@ -25,12 +25,11 @@ def _expected_levels(params: HIOParams, true_counts: np.ndarray) -> RangeLevels:
     count n_l (q* + f_v (p* - q*))."""
     n = int(true_counts.sum())
     h = params.levels
-    olh = params.level_params[-1]
-    p, q = olh.p_star, olh.q_star
+    rates = [params.level_rates(level) for level in range(1, h + 1)]
     padded = np.zeros(params.leaves)
     padded[: true_counts.size] = true_counts / n
     counts = []
-    for level in range(1, h + 1):
+    for level, (p, q) in enumerate(rates, start=1):
         f = padded.reshape(params.branching**level, -1).sum(axis=1)
         counts.append((n // h) * (q + f * (p - q)))
     return RangeLevels(
@@ -39,8 +38,8 @@ def _expected_levels(params: HIOParams, true_counts: np.ndarray) -> RangeLevels:
         counts=tuple(counts),
         reports=(n // h,) * h,
         n=n,
-        p_star=p,
-        q_star=q,
+        p_star=tuple(r[0] for r in rates),
+        q_star=tuple(r[1] for r in rates),
     )
 
 
@@ -77,8 +76,8 @@ def test_the_adjoint_weights_are_the_answer_s_gradient() -> None:
     r[4:15] = 1.0
     w = _adjoint(tree, r)
     base = float(r @ tree.leaves)
-    delta = PARAMS.level_params[0].p_star - PARAMS.level_params[0].q_star
     for i, n_l in enumerate(levels.reports):
+        delta = levels.p_star[i] - levels.q_star[i]
         for v in (0, levels.counts[i].size // 2, levels.counts[i].size - 1):
             bumped = list(levels.counts)
             bumped[i] = bumped[i].copy()
@@ -178,8 +177,8 @@ def test_the_level_sampling_variance_is_calibrated() -> None:
                 counts=tuple(counts),
                 reports=tuple(reports),
                 n=n,
-                p_star=p,
-                q_star=q,
+                p_star=(p,) * h,
+                q_star=(q,) * h,
             )
         )
         answers = answer_ranges(tree, ranges)

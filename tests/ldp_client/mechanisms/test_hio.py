@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.grr import GRRParams
 from ldp_client.mechanisms.hio import SPEC, HIOParams, HIOReport, level_of, node_of
 from ldp_client.mechanisms.olh import bucket_of
 from ldp_client.params import make_params
@@ -21,10 +22,38 @@ def test_the_tree_has_the_fewest_levels_covering_the_domain() -> None:
     assert [node_of(p, level, 77) for level in (1, 2, 3, 4)] == [1, 4, 19, 77]
 
 
-def test_epsilon_is_local_hashing_s_at_every_level() -> None:
+def test_epsilon_is_the_same_bound_at_every_level() -> None:
     p = HIOParams.from_epsilon(1000, 2.0, branching=5)
     assert p.epsilon == pytest.approx(2.0, rel=1e-6) and p.epsilon <= 2.0
-    assert {lp.epsilon for lp in p.level_params} == {p.epsilon}
+    # GRR levels: the largest probability at or below local hashing's epsilon (rounded toward privacy).
+    assert all(
+        lp.epsilon <= p.epsilon and lp.epsilon == pytest.approx(p.epsilon, rel=1e-6) for lp in p.level_params
+    )
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 3.0, 5.0])
+def test_grr_is_used_exactly_where_its_variance_is_lower(epsilon: float) -> None:
+    """CKS §4.2: the better oracle per level (Wang et al. 2017: GRR below about 3 e^eps + 2 values)."""
+    from ldp_client._oracle_math import oracle_variance
+
+    p = HIOParams.from_epsilon(4096, epsilon, branching=4)
+    olh = p.level_params[-1]
+    for level, lp in enumerate(p.level_params, start=1):
+        grr_p = GRRParams.from_epsilon(4**level, olh.epsilon)
+        better = oracle_variance(grr_p.p, grr_p.q) < oracle_variance(olh.p_star, olh.q_star)
+        assert p.uses_grr(level) == better, (level, lp)
+    assert 0 < p.grr_levels < p.levels or epsilon < 1
+
+
+def test_a_grr_level_report_with_a_seed_is_refused() -> None:
+    from ldp_client.errors import InvalidReportError
+
+    p = HIOParams.from_epsilon(64, 2.0)
+    assert p.grr_levels >= 1
+    with pytest.raises(InvalidReportError, match="no seed"):
+        SPEC.batch_from_reports(p, [HIOReport(1, 5, 0, 0)])
+    with pytest.raises(InvalidReportError, match=r"bucket in \[0, 3\]"):
+        SPEC.batch_from_reports(p, [HIOReport(1, 0, 0, 4)])
 
 
 def test_the_level_comes_from_the_secret_stays_and_is_uniform() -> None:

@@ -854,12 +854,18 @@ class HierarchicalIntervalParams(google.protobuf.message.Message):
     BRANCHING_FIELD_NUMBER: builtins.int
     G_FIELD_NUMBER: builtins.int
     TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    GRR_LEVELS_FIELD_NUMBER: builtins.int
     branching: builtins.int
     """The tree's fan-out B, 2 <= B <= 1024."""
     g: builtins.int
     """Number of buckets g of every level's local hashing, 2 <= g <= 2^20."""
     truth_probability: builtins.float
     """P(the reported bucket is the true one), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
+    grr_levels: builtins.int
+    """The top levels 1..grr_levels report with generalized randomized response over their branching^level
+    nodes instead (a = b = 0, bucket = the node), with the largest probability whose epsilon is at most
+    local hashing's; 0 <= grr_levels <= h.
+    """
     @property
     def domain(self) -> global___Domain:
         """The D ordered values, 2 <= D <= 2^15 (and the tree at most 2^17 nodes)."""
@@ -871,9 +877,10 @@ class HierarchicalIntervalParams(google.protobuf.message.Message):
         branching: builtins.int = ...,
         g: builtins.int = ...,
         truth_probability: builtins.float = ...,
+        grr_levels: builtins.int = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["branching", b"branching", "domain", b"domain", "g", b"g", "truth_probability", b"truth_probability"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["branching", b"branching", "domain", b"domain", "g", b"g", "grr_levels", b"grr_levels", "truth_probability", b"truth_probability"]) -> None: ...
 
 global___HierarchicalIntervalParams = HierarchicalIntervalParams
 
