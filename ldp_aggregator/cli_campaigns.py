@@ -37,6 +37,7 @@ from ldp_aggregator.cli_common import EXIT_UNAVAILABLE, param_error_text, print_
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.logs import configure_logging
+from ldp_aggregator.ranges import add_to_proto, parse_range
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
 from ldp_aggregator.store import StoreLockedError
 from ldp_aggregator.store_pg import PostgresUnreachableError
@@ -358,11 +359,28 @@ def estimate_cmd(
             show_default="the number of reports",
         ),
     ] = None,
+    range_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--range",
+            help="Range mechanisms (hio): estimate the users in positions LO..HI of the ordered domain "
+            "(inclusive, 0-based); repeatable.",
+        ),
+    ] = None,
+    quantile: Annotated[
+        list[float] | None,
+        typer.Option("--quantile", help="Range mechanisms: estimate the q-quantile, 0 < q < 1; repeatable."),
+    ] = None,
 ) -> None:
     """Estimates with standard errors and confidence intervals."""
     cands = _read_lines(candidates) if candidates is not None else []
     if population_size is not None and population_size < 1:
         raise _fail(f"--population-size={population_size}: allowed an integer >= 1")
+    try:
+        wanted = [parse_range(text, ()) for text in range_ or []]
+    except LdpError as exc:
+        raise _fail(f"--range: {param_error_text(exc)}") from None
+    qs = list(quantile or [])
 
     def from_db(agg: Any) -> estimates_pb2.EstimateResponse:  # an ldp_aggregator.service.Aggregator
         msg = estimate_to_proto(
@@ -371,6 +389,8 @@ def estimate_cmd(
             )
         )
         msg.note = agg.estimate_note(campaign_id, cands)  # as the server's GetEstimate says it
+        if wanted or qs:  # issue 18, as GetEstimate answers them
+            add_to_proto(msg, *agg.estimate_ranges(campaign_id, wanted, qs, confidence))
         return msg
 
     msg = answer(
@@ -383,6 +403,8 @@ def estimate_cmd(
                 candidates=cands,
                 confidence=confidence,
                 population_size=population_size or 0,
+                ranges=[estimates_pb2.RangeQuery(lo=lo, hi=hi) for lo, hi in wanted],
+                quantiles=qs,
             ),
         ),
     )
@@ -390,3 +412,23 @@ def estimate_cmd(
         print_json(estimate_to_dict(msg))
     else:
         print_estimate(msg)
+        _print_ranges(msg)
+
+
+def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:
+    """Issue 18: the requested ranges (estimate, standard error, interval) and quantiles."""
+    if msg.ranges:
+        table = Table(title=Text(f"ranges, {msg.confidence:.0%} intervals"))
+        for col in ("range", "estimate", "share", "std error", "interval"):
+            table.add_column(col, justify="left" if col == "range" else "right")
+        for r in msg.ranges:
+            table.add_row(
+                Text(f"[{r.lo_label}, {r.hi_label}]"),
+                f"{r.count:,.0f}",
+                f"{r.frequency:.4f}",
+                f"{r.std_error:,.0f}",
+                f"[{r.ci_low:,.0f}, {r.ci_high:,.0f}]",
+            )
+        out.print(table)
+    for q in msg.quantiles:
+        out.print(Text(f"quantile {q.q:g}: {q.label} (position {q.position})"))

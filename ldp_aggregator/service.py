@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
+from ldp_aggregator import ranges
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.accumulators import (
     Accumulator,
@@ -459,6 +460,18 @@ class Aggregator:
             tolerance=tolerance or association.DEFAULT_TOLERANCE,
         )
 
+    def estimate_ranges(
+        self,
+        campaign_id: str,
+        ranges_: Sequence[tuple[int, int]],
+        quantiles: Sequence[float] = (),
+        confidence: float = 0.95,
+    ) -> tuple[tuple[ranges.RangeAnswer, ...], tuple[ranges.QuantileAnswer, ...]]:
+        """Ranges and quantiles of a range campaign (issue 18; :func:`ranges.campaign_ranges`)."""
+        campaign = self._campaign(campaign_id)
+        acc = self.store.accumulator(campaign_id)
+        return ranges.campaign_ranges(campaign.info.params, acc, ranges_, quantiles, confidence)
+
     def estimate_note(self, campaign_id: str, candidates: Sequence[str]) -> str:
         """Why an estimate's ``items`` is empty although the mechanism estimates items ("" if not)."""
         return estimate_note(self._campaign(campaign_id).info, candidates)
@@ -595,14 +608,25 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
         self, request: estimates_pb2.EstimateRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> estimates_pb2.EstimateResponse:
         async def work() -> estimates_pb2.EstimateResponse:
+            confidence = request.confidence or 0.95
             # Estimation can take a while (candidate regression): keep the event loop free for ingest.
-            return await asyncio.to_thread(
+            response = await asyncio.to_thread(
                 self._agg.estimate_message,
                 request.campaign_id,
                 candidates=tuple(request.candidates),
-                confidence=request.confidence or 0.95,
+                confidence=confidence,
                 population_size=request.population_size or None,
             )
+            if request.ranges or request.quantiles:  # issue 18: range mechanisms
+                answers = await asyncio.to_thread(
+                    self._agg.estimate_ranges,
+                    request.campaign_id,
+                    [(r.lo, r.hi) for r in request.ranges],
+                    tuple(request.quantiles),
+                    confidence,
+                )
+                ranges.add_to_proto(response, *answers)
+            return response
 
         return await _call(context, work())
 

@@ -29,6 +29,7 @@ __all__ = [
     "Moments",
     "MomentsView",
     "PairedView",
+    "RangeLevels",
     "Rates",
     "SumSampler",
     "Support",
@@ -159,6 +160,35 @@ class Support:
     q_star: Rates
     epsilon_inf: float | None = None
     extra_variance: Rates = 0.0
+
+
+@dataclass(frozen=True)
+class RangeLevels:
+    """A hierarchy of frequency-oracle levels over an ordered domain, for range queries (issue 18).
+
+    Level l (1..h) has B^l nodes; node j covers the values [j B^(h-l), (j+1) B^(h-l)) of the padded domain
+    of B^h >= D values. Each report belongs to one level; ``counts[l-1][j]`` of the ``reports[l-1]``
+    reports of level l support node j, with P(support | the user's value is in the node) =
+    ``p_star[l-1]`` and ``q_star[l-1]`` otherwise (each level's oracle may differ).
+    ``ldp_aggregator.ranges`` estimates ranges, quantiles and the CDF from it.
+
+    Attributes:
+        labels: the D values, in order.
+        branching: B.
+        counts: per level, the support count of each node (1-D, B^l each).
+        reports: per level, the number of its reports n_l.
+        n: all reports (sum of ``reports``).
+        p_star: each level's oracle's p*.
+        q_star: each level's oracle's q*.
+    """
+
+    labels: tuple[str, ...]
+    branching: int
+    counts: tuple[Any, ...]
+    reports: tuple[int, ...]
+    n: int
+    p_star: tuple[float, ...]
+    q_star: tuple[float, ...]
 
 
 class CountsView(Protocol):

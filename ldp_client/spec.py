@@ -58,6 +58,7 @@ from ldp_client.layouts import (
     Moments,
     MomentsView,
     PairedView,
+    RangeLevels,
     Rates,
     SumSampler,
     Support,
@@ -87,6 +88,7 @@ __all__ = [
     "MomentsView",
     "PairedView",
     "ParamsLike",
+    "RangeLevels",
     "Rates",
     "RowField",
     "SecretSource",
@@ -439,6 +441,11 @@ class MechanismSpec(abc.ABC, Generic[P]):
         mechanism that :attr:`estimates_candidates`, for campaign ``campaign_id`` (whose keys hash them).
         Kind.SUPPORT only."""
         raise NotImplementedError
+
+    def range_levels(self, params: P, acc: Any) -> RangeLevels | None:
+        """The level hierarchy of a campaign whose reports answer range queries over its ordered domain
+        (:class:`RangeLevels`, read by ``ldp_aggregator.ranges``), or None: the mechanism answers none."""
+        return None
 
     def items_per_user(self, params: P) -> tuple[int, int]:
         """(fewest, most) items one user holds: (1, 1) by default (one value each, so the item counts sum

@@ -132,6 +132,7 @@ def run_summary(result: SimulationResult) -> dict[str, Any]:
         "metrics": _metrics_dict(result),
         "detection": detection,
         "grpc": grpc_info,
+        **({"range_metrics": result.range_metrics} if result.range_metrics is not None else {}),
     }
 
 

@@ -22,6 +22,7 @@ from ldp_client import registry
 from ldp_client.errors import LdpError
 from ldp_client.params import MechanismParams
 from simulations.populations import CategoricalPopulation
+from simulations.ranges import range_queries, rows_from_proto, takes_ranges
 from simulations.runners.config import (
     GrpcClient,
     ProgressFn,
@@ -214,6 +215,7 @@ def _outcome_from_proto(
         ci_low=np.array([it.ci_low for it in items], dtype=np.float64),
         ci_high=np.array([it.ci_high for it in items], dtype=np.float64),
         n_reports=int(resp.n_reports),
+        ranges=rows_from_proto(resp) if resp.ranges else None,
     )
 
 
@@ -435,6 +437,11 @@ def _run_grpc(
                 candidates=list(prep.items) if _estimates_candidates(params) else [],
                 confidence=cfg.confidence,
             )
+            if takes_ranges(params):  # issue 18: the run's ranges, answered by the Analyst
+                request.ranges.extend(
+                    estimates_pb2.RangeQuery(lo=lo, hi=hi)
+                    for lo, hi in range_queries(len(prep.items), cfg.seed)
+                )
             resp = get_estimate_checked(analyst, target, request, cfg.n_users)
             if _decodes_candidates(params) and cfg.candidates is not None:
                 # A candidate dictionary (issue 5): the full decoder, through Analyst.DecodeRappor.

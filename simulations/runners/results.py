@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,6 +18,7 @@ from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_cand
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import MechanismParams
 from simulations.metrics import Metrics
+from simulations.ranges import range_queries, range_rows, takes_ranges
 from simulations.runners.config import (
     ERROR_METRICS,
     ErrorMetric,
@@ -68,6 +69,8 @@ class SimulationResult:
     detection_z: float | None
     metrics: Metrics
     elapsed_s: float
+    range_metrics: dict[str, Any] | None = None
+    """Range mechanisms (issue 18): :func:`simulations.ranges.range_metrics` of the run's ranges."""
 
     @property
     def epsilon(self) -> float:
@@ -133,6 +136,8 @@ class _Outcome:
     n_reports: int
     # String RAPPOR with a --candidates dictionary (issue 5): the full decoder's detections.
     detected: NDArray[np.bool_] | None = None
+    # Range mechanisms (issue 18): (k, 4) count, std_error, ci_low, ci_high of the run's ranges.
+    ranges: NDArray[np.float64] | None = None
 
 
 def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int64]) -> _Outcome:
@@ -180,6 +185,9 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
             params, acc, confidence=conf, candidates=cands, campaign_id=prep.config.campaign_id
         )
     items = est.items
+    ranges = None
+    if takes_ranges(params):  # issue 18: the run's ranges, by the Analyst's range estimator
+        ranges = range_rows(params, acc, range_queries(len(prep.items), prep.config.seed), conf)
     return _Outcome(
         truth=truth,
         count=np.fromiter((it.count for it in items), dtype=np.float64, count=len(items)),
@@ -187,4 +195,5 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
         ci_low=np.fromiter((it.ci_low for it in items), dtype=np.float64, count=len(items)),
         ci_high=np.fromiter((it.ci_high for it in items), dtype=np.float64, count=len(items)),
         n_reports=est.n,
+        ranges=ranges,
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from statistics import NormalDist
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from simulations.metrics import compute_metrics
+from simulations.ranges import range_metrics, range_queries
 from simulations.runners.config import ProgressFn, SimulationConfig, _decodes_candidates
 from simulations.runners.grpc_runner import _run_grpc
 from simulations.runners.local import _run_report, _run_sum
@@ -84,4 +85,14 @@ def _gather(prep: PreparedSimulation, outcomes: list[_Outcome], elapsed_s: float
         detection_z=z,
         metrics=metrics,
         elapsed_s=elapsed_s,
+        range_metrics=_range_metrics(prep, outcomes, truth),
     )
+
+
+def _range_metrics(prep: PreparedSimulation, outcomes: list[_Outcome], truth: Any) -> dict[str, Any] | None:
+    """Issue 18: the range answers of every repeat against the truth, or None (no ranges)."""
+    rows = [o.ranges for o in outcomes]
+    if any(r is None for r in rows):
+        return None
+    queries = range_queries(len(prep.items), prep.config.seed)
+    return range_metrics(queries, truth, np.stack(cast(list[Any], rows)), prep.config.n_users)

@@ -201,6 +201,8 @@ class EstimateRequest(google.protobuf.message.Message):
     CANDIDATES_FIELD_NUMBER: builtins.int
     CONFIDENCE_FIELD_NUMBER: builtins.int
     POPULATION_SIZE_FIELD_NUMBER: builtins.int
+    RANGES_FIELD_NUMBER: builtins.int
+    QUANTILES_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign to estimate."""
     confidence: builtins.float
@@ -215,6 +217,16 @@ class EstimateRequest(google.protobuf.message.Message):
         Ignored by the other mechanisms, whose domain is declared.
         """
 
+    @property
+    def ranges(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___RangeQuery]:
+        """Range mechanisms (issue 18, hio): ranges [lo, hi] of positions in the campaign's ordered domain
+        (0-based, inclusive) to estimate; refused (INVALID_ARGUMENT) for other mechanisms.
+        """
+
+    @property
+    def quantiles(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.float]:
+        """Range mechanisms: quantiles in (0, 1) to estimate (the smallest value whose estimated CDF reaches q)."""
+
     def __init__(
         self,
         *,
@@ -222,10 +234,101 @@ class EstimateRequest(google.protobuf.message.Message):
         candidates: collections.abc.Iterable[builtins.str] | None = ...,
         confidence: builtins.float = ...,
         population_size: builtins.int = ...,
+        ranges: collections.abc.Iterable[global___RangeQuery] | None = ...,
+        quantiles: collections.abc.Iterable[builtins.float] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "population_size", b"population_size"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "population_size", b"population_size", "quantiles", b"quantiles", "ranges", b"ranges"]) -> None: ...
 
 global___EstimateRequest = EstimateRequest
+
+@typing.final
+class RangeQuery(google.protobuf.message.Message):
+    """A range [lo, hi] of positions in an ordered domain, inclusive (issue 18)."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    lo: builtins.int
+    hi: builtins.int
+    def __init__(
+        self,
+        *,
+        lo: builtins.int = ...,
+        hi: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["hi", b"hi", "lo", b"lo"]) -> None: ...
+
+global___RangeQuery = RangeQuery
+
+@typing.final
+class RangeEstimate(google.protobuf.message.Message):
+    """The estimated number of users whose value is in [lo, hi] (issue 18): after consistency post-processing
+    of the hierarchy, with its standard error and a normal interval at the request's confidence.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    LO_LABEL_FIELD_NUMBER: builtins.int
+    HI_LABEL_FIELD_NUMBER: builtins.int
+    COUNT_FIELD_NUMBER: builtins.int
+    FREQUENCY_FIELD_NUMBER: builtins.int
+    STD_ERROR_FIELD_NUMBER: builtins.int
+    CI_LOW_FIELD_NUMBER: builtins.int
+    CI_HIGH_FIELD_NUMBER: builtins.int
+    lo: builtins.int
+    hi: builtins.int
+    lo_label: builtins.str
+    """Labels of the range's ends."""
+    hi_label: builtins.str
+    count: builtins.float
+    """Estimated count (unbiased; may be negative or exceed n for small n) and share of the reports."""
+    frequency: builtins.float
+    std_error: builtins.float
+    """Standard error of `count` and the interval count +- z std_error."""
+    ci_low: builtins.float
+    ci_high: builtins.float
+    def __init__(
+        self,
+        *,
+        lo: builtins.int = ...,
+        hi: builtins.int = ...,
+        lo_label: builtins.str = ...,
+        hi_label: builtins.str = ...,
+        count: builtins.float = ...,
+        frequency: builtins.float = ...,
+        std_error: builtins.float = ...,
+        ci_low: builtins.float = ...,
+        ci_high: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["ci_high", b"ci_high", "ci_low", b"ci_low", "count", b"count", "frequency", b"frequency", "hi", b"hi", "hi_label", b"hi_label", "lo", b"lo", "lo_label", b"lo_label", "std_error", b"std_error"]) -> None: ...
+
+global___RangeEstimate = RangeEstimate
+
+@typing.final
+class QuantileEstimate(google.protobuf.message.Message):
+    """An estimated quantile (issue 18): the first position whose estimated CDF reaches q."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    Q_FIELD_NUMBER: builtins.int
+    POSITION_FIELD_NUMBER: builtins.int
+    LABEL_FIELD_NUMBER: builtins.int
+    q: builtins.float
+    position: builtins.int
+    label: builtins.str
+    def __init__(
+        self,
+        *,
+        q: builtins.float = ...,
+        position: builtins.int = ...,
+        label: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["label", b"label", "position", b"position", "q", b"q"]) -> None: ...
+
+global___QuantileEstimate = QuantileEstimate
 
 @typing.final
 class DiscoveryLevel(google.protobuf.message.Message):
@@ -277,6 +380,8 @@ class EstimateResponse(google.protobuf.message.Message):
     NOTE_FIELD_NUMBER: builtins.int
     DISCOVERY_LEVELS_FIELD_NUMBER: builtins.int
     SHUFFLE_FIELD_NUMBER: builtins.int
+    RANGES_FIELD_NUMBER: builtins.int
+    QUANTILES_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -327,6 +432,12 @@ class EstimateResponse(google.protobuf.message.Message):
         (Campaign.shuffler). Unset otherwise.
         """
 
+    @property
+    def ranges(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___RangeEstimate]:
+        """Range mechanisms (issue 18): the requested ranges and quantiles, in request order."""
+
+    @property
+    def quantiles(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___QuantileEstimate]: ...
     def __init__(
         self,
         *,
@@ -344,9 +455,11 @@ class EstimateResponse(google.protobuf.message.Message):
         note: builtins.str = ...,
         discovery_levels: collections.abc.Iterable[global___DiscoveryLevel] | None = ...,
         shuffle: global___ShuffleAmplification | None = ...,
+        ranges: collections.abc.Iterable[global___RangeEstimate] | None = ...,
+        quantiles: collections.abc.Iterable[global___QuantileEstimate] | None = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse
 

@@ -1137,6 +1137,50 @@ class TreeHistParams(google.protobuf.message.Message):
 global___TreeHistParams = TreeHistParams
 
 @typing.final
+class HierarchicalIntervalParams(google.protobuf.message.Message):
+    """Hierarchical intervals (issue 18; Cormode, Kulkarni, Srivastava, VLDB 2019). Mechanism name "hio". A tree
+    of fan-out `branching` over the ordered domain (padded to branching^h leaves); each device belongs to one
+    level 1..h (from its client secret) and reports the node of that level holding its value with local
+    hashing (g buckets, truth_probability), as LocalHashingParams does over the level's nodes.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    BRANCHING_FIELD_NUMBER: builtins.int
+    G_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    GRR_LEVELS_FIELD_NUMBER: builtins.int
+    branching: builtins.int
+    """The tree's fan-out B, 2 <= B <= 1024."""
+    g: builtins.int
+    """Number of buckets g of every level's local hashing, 2 <= g <= 2^20."""
+    truth_probability: builtins.float
+    """P(the reported bucket is the true one), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
+    grr_levels: builtins.int
+    """The top levels 1..grr_levels report with generalized randomized response over their branching^level
+    nodes instead (a = b = 0, bucket = the node), with the largest probability whose epsilon is at most
+    local hashing's; 0 <= grr_levels <= h.
+    """
+    @property
+    def domain(self) -> global___Domain:
+        """The D ordered values, 2 <= D <= 2^15 (and the tree at most 2^17 nodes)."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        branching: builtins.int = ...,
+        g: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+        grr_levels: builtins.int = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["branching", b"branching", "domain", b"domain", "g", b"g", "grr_levels", b"grr_levels", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___HierarchicalIntervalParams = HierarchicalIntervalParams
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -1177,6 +1221,7 @@ class Campaign(google.protobuf.message.Message):
     GAUSSIAN_FIELD_NUMBER: builtins.int
     GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
     TREEHIST_FIELD_NUMBER: builtins.int
+    HIO_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1282,6 +1327,10 @@ class Campaign(google.protobuf.message.Message):
     def gaussian_vector(self) -> global___GaussianVectorParams: ...
     @property
     def treehist(self) -> global___TreeHistParams: ...
+    @property
+    def hio(self) -> global___HierarchicalIntervalParams:
+        """Range queries over an ordered domain (issue 18): hierarchical intervals."""
+
     def __init__(
         self,
         *,
@@ -1322,9 +1371,10 @@ class Campaign(google.protobuf.message.Message):
         gaussian: global___GaussianParams | None = ...,
         gaussian_vector: global___GaussianVectorParams | None = ...,
         treehist: global___TreeHistParams | None = ...,
+        hio: global___HierarchicalIntervalParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio"] | None: ...
 
 global___Campaign = Campaign

@@ -367,6 +367,66 @@ class TreeHistColumns(google.protobuf.message.Message):
 global___TreeHistColumns = TreeHistColumns
 
 @typing.final
+class HierarchicalIntervalReport(google.protobuf.message.Message):
+    """One hierarchical-interval report (hio): the device's level, the hash seed and the bucket."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LEVEL_FIELD_NUMBER: builtins.int
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKET_FIELD_NUMBER: builtins.int
+    level: builtins.int
+    """The level, 1 <= level <= h."""
+    a: builtins.int
+    """Seed word a, uniform in [0, 2^64)."""
+    b: builtins.int
+    """Seed word b, uniform in [0, 2^64)."""
+    bucket: builtins.int
+    """The reported bucket, 0 <= bucket < g."""
+    def __init__(
+        self,
+        *,
+        level: builtins.int = ...,
+        a: builtins.int = ...,
+        b: builtins.int = ...,
+        bucket: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "bucket", b"bucket", "level", b"level"]) -> None: ...
+
+global___HierarchicalIntervalReport = HierarchicalIntervalReport
+
+@typing.final
+class HierarchicalIntervalColumns(google.protobuf.message.Message):
+    """Columns of a hierarchical-interval batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LEVELS_FIELD_NUMBER: builtins.int
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKETS_FIELD_NUMBER: builtins.int
+    levels: builtins.bytes
+    """count little-endian uint16 levels (2 * count bytes), each in [1, h]."""
+    a: builtins.bytes
+    """count little-endian uint64 seed words a (8 * count bytes)."""
+    b: builtins.bytes
+    """count little-endian uint64 seed words b (8 * count bytes)."""
+    buckets: builtins.bytes
+    """count little-endian uint32 buckets (4 * count bytes), each < g."""
+    def __init__(
+        self,
+        *,
+        levels: builtins.bytes = ...,
+        a: builtins.bytes = ...,
+        b: builtins.bytes = ...,
+        buckets: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "buckets", b"buckets", "levels", b"levels"]) -> None: ...
+
+global___HierarchicalIntervalColumns = HierarchicalIntervalColumns
+
+@typing.final
 class PairedSideReport(google.protobuf.message.Message):
     """One side of a paired report (issue 5): the member of Report.value its mechanism uses, same number."""
 
@@ -502,6 +562,7 @@ class Report(google.protobuf.message.Message):
     GAUSSIAN_CODE_FIELD_NUMBER: builtins.int
     GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
     TREEHIST_FIELD_NUMBER: builtins.int
+    HIO_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -580,6 +641,10 @@ class Report(google.protobuf.message.Message):
     def treehist(self) -> global___TreeHistReport:
         """treehist (issue 16): the group, the rows and the answer."""
 
+    @property
+    def hio(self) -> global___HierarchicalIntervalReport:
+        """hio (issue 18): the level, the hash seed and the bucket."""
+
     def __init__(
         self,
         *,
@@ -613,10 +678,11 @@ class Report(google.protobuf.message.Message):
         gaussian_code: builtins.int = ...,
         gaussian_vector: global___GaussianVectorCodes | None = ...,
         treehist: global___TreeHistReport | None = ...,
+        hio: global___HierarchicalIntervalReport | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector", "treehist"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector", "treehist", "hio"] | None: ...
 
 global___Report = Report
 
@@ -756,6 +822,7 @@ class ReportBatch(google.protobuf.message.Message):
     GAUSSIAN_CODES_FIELD_NUMBER: builtins.int
     GAUSSIAN_VECTOR_CODES_FIELD_NUMBER: builtins.int
     TREEHIST_FIELD_NUMBER: builtins.int
+    HIO_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -836,6 +903,10 @@ class ReportBatch(google.protobuf.message.Message):
     def treehist(self) -> global___TreeHistColumns:
         """treehist (issue 16): groups, rows and answers."""
 
+    @property
+    def hio(self) -> global___HierarchicalIntervalColumns:
+        """hio (issue 18): levels, seeds and buckets."""
+
     def __init__(
         self,
         *,
@@ -870,10 +941,11 @@ class ReportBatch(google.protobuf.message.Message):
         gaussian_codes: builtins.bytes = ...,
         gaussian_vector_codes: builtins.bytes = ...,
         treehist: global___TreeHistColumns | None = ...,
+        hio: global___HierarchicalIntervalColumns | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes", "treehist"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes", "treehist", "hio"] | None: ...
 
 global___ReportBatch = ReportBatch
 
