@@ -72,6 +72,13 @@ from ldp_client.domain import (
 )
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.layouts import RangeLevels
+from ldp_client.mechanisms._level_rows import (
+    check_seed,
+    level_columns,
+    level_row_fields,
+    pack_level_row,
+    unpack_level_row,
+)
 from ldp_client.mechanisms.grr import GRREncoder, GRRParams, exact_channel
 from ldp_client.mechanisms.olh import (
     LocalHashEncoder,
@@ -298,12 +305,7 @@ def _report_value(field_name: str, report: object, params: HIOParams) -> tuple[i
     level = as_int(f"{field_name}.level", parts[0], f"a level in [1, {params.levels}]")
     if not 1 <= level <= params.levels:
         raise InvalidReportError(f"{field_name}.level", level, f"a level in [1, {params.levels}]")
-    seed = "an integer in [0, 2**64)"
-    a = as_int(f"{field_name}.a", parts[1], seed)
-    b = as_int(f"{field_name}.b", parts[2], seed)
-    for name, v in (("a", a), ("b", b)):
-        if not 0 <= v < 1 << 64:
-            raise InvalidReportError(f"{field_name}.{name}", v, seed)
+    a, b = check_seed(field_name, parts[1], parts[2])
     bound = params.bucket_bound(level)
     y = as_int(f"{field_name}.bucket", parts[3], f"a bucket in [0, {bound - 1}]")
     if not 0 <= y < bound:
@@ -314,20 +316,11 @@ def _report_value(field_name: str, report: object, params: HIOParams) -> tuple[i
 
 
 def _pack_row(r: HIOReport) -> bytes:
-    """The 22-byte journal row: u16 level, u64 a, u64 b, u32 bucket, little-endian."""
-    return (
-        r.level.to_bytes(2, "little") + r.a.to_bytes(8, "little") + r.b.to_bytes(8, "little")
-        + r.bucket.to_bytes(4, "little")
-    )  # fmt: skip
+    return pack_level_row(*r)
 
 
 def _unpack_row(row: bytes) -> HIOReport:
-    return HIOReport(
-        int.from_bytes(row[:2], "little"),
-        int.from_bytes(row[2:10], "little"),
-        int.from_bytes(row[10:18], "little"),
-        int.from_bytes(row[18:], "little"),
-    )
+    return HIOReport(*unpack_level_row(row))
 
 
 def _check_levels(levels: NDArray[Any], params: HIOParams, field_name: str) -> None:
@@ -494,38 +487,17 @@ class HIOSpec(MechanismSpec[HIOParams]):
         target.level, target.a, target.b, target.bucket = level, a, b, y
 
     def report_from_proto(self, msg: reports_pb2.Report, params: HIOParams) -> Any:
-        import numpy as np
 
         r = msg.hio
         if not 1 <= r.level <= params.levels:
             raise InvalidReportError("hio.level", r.level, f"a level in [1, {params.levels}]")
-        _report_value("hio", r, params)
-        return (
-            np.array([r.level], dtype=np.uint16),
-            np.array([r.a], dtype=np.uint64),
-            np.array([r.b], dtype=np.uint64),
-            np.array([r.bucket], dtype=np.uint32),
-        )
+        return level_columns([_report_value("hio", r, params)])
 
     def batch_from_reports(self, params: HIOParams, reports: Sequence[Any]) -> Any:
-        import numpy as np
-
-        rows = [_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
-        return (
-            np.array([r[0] for r in rows], dtype=np.uint16),
-            np.array([r[1] for r in rows], dtype=np.uint64),
-            np.array([r[2] for r in rows], dtype=np.uint64),
-            np.array([r[3] for r in rows], dtype=np.uint32),
-        )
+        return level_columns([_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
 
     def row_fields(self, params: HIOParams) -> tuple[RowField, ...]:
-        f = self.wire.batch
-        return (
-            RowField((f, "levels"), 2),
-            RowField((f, "a"), 8),
-            RowField((f, "b"), 8),
-            RowField((f, "buckets"), 4),
-        )
+        return level_row_fields(self.wire.batch, "levels")
 
     def row_packer(self, params: HIOParams) -> Callable[[Any], bytes]:
         return _pack_row

@@ -21,6 +21,13 @@ from ldp_client.codecs import (
     check_length,
 )
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
+from ldp_client.mechanisms._level_rows import (
+    check_seed,
+    level_columns,
+    level_row_fields,
+    pack_level_row,
+    unpack_level_row,
+)
 from ldp_client.mechanisms.pem.core import (
     _FIELDS,
     _U16_LE,
@@ -71,12 +78,7 @@ def _report_value(field: str, report: object, params: PEMParams) -> tuple[int, i
     group = as_int(f"{field}.group", parts[0], f"a level in [0, {params.levels - 1}]")
     if not 0 <= group < params.levels:
         raise InvalidReportError(f"{field}.group", group, f"a level in [0, {params.levels - 1}]")
-    seed = "an integer in [0, 2**64)"
-    a = as_int(f"{field}.a", parts[1], seed)
-    b = as_int(f"{field}.b", parts[2], seed)
-    for name, v in (("a", a), ("b", b)):
-        if not 0 <= v < 1 << 64:
-            raise InvalidReportError(f"{field}.{name}", v, seed)
+    a, b = check_seed(field, parts[1], parts[2])
     y = as_int(f"{field}.bucket", parts[3], f"a bucket in [0, {params.g - 1}]")
     if not 0 <= y < params.g:
         raise InvalidReportError(f"{field}.bucket", y, f"a bucket in [0, {params.g - 1}]")
@@ -84,20 +86,11 @@ def _report_value(field: str, report: object, params: PEMParams) -> tuple[int, i
 
 
 def _pack_row(r: PEMReport) -> bytes:
-    """The 22-byte journal row: u16 group, u64 a, u64 b, u32 bucket, little-endian."""
-    return (
-        r.group.to_bytes(2, "little") + r.a.to_bytes(8, "little") + r.b.to_bytes(8, "little")
-        + r.bucket.to_bytes(4, "little")
-    )  # fmt: skip
+    return pack_level_row(*r)
 
 
 def _unpack_row(row: bytes) -> PEMReport:
-    return PEMReport(
-        _from_bytes(row[:2], "little"),
-        _from_bytes(row[2:10], "little"),
-        _from_bytes(row[10:18], "little"),
-        _from_bytes(row[18:], "little"),
-    )
+    return PEMReport(*unpack_level_row(row))
 
 
 def _check_columns(columns: object, params: PEMParams, field: str) -> tuple[Any, Any, Any, Any]:
@@ -285,39 +278,19 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         target.group, target.a, target.b, target.bucket = group, a, b, y
 
     def report_from_proto(self, msg: reports_pb2.Report, params: PEMParams) -> Any:
-        import numpy as np
 
         r = msg.pem
         if r.group >= params.levels:
             raise InvalidReportError("pem.group", r.group, f"a level in [0, {params.levels - 1}]")
         if r.bucket >= params.g:
             raise InvalidReportError("pem.bucket", r.bucket, f"a bucket in [0, {params.g - 1}]")
-        return (
-            np.array([r.group], dtype=np.uint16),
-            np.array([r.a], dtype=np.uint64),
-            np.array([r.b], dtype=np.uint64),
-            np.array([r.bucket], dtype=np.uint32),
-        )
+        return level_columns([(r.group, r.a, r.b, r.bucket)])
 
     def batch_from_reports(self, params: PEMParams, reports: Sequence[Any]) -> Any:
-        import numpy as np
-
-        rows = [_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)]
-        return (
-            np.array([r[0] for r in rows], dtype=np.uint16),
-            np.array([r[1] for r in rows], dtype=np.uint64),
-            np.array([r[2] for r in rows], dtype=np.uint64),
-            np.array([r[3] for r in rows], dtype=np.uint32),
-        )
+        return level_columns([_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
 
     def row_fields(self, params: PEMParams) -> tuple[RowField, ...]:
-        f = self.wire.batch
-        return (
-            RowField((f, "groups"), 2),
-            RowField((f, "a"), 8),
-            RowField((f, "b"), 8),
-            RowField((f, "buckets"), 4),
-        )
+        return level_row_fields(self.wire.batch, "groups")
 
     def row_packer(self, params: PEMParams) -> Callable[[Any], bytes]:
         return _pack_row
