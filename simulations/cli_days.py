@@ -59,6 +59,12 @@ def _table(result: DaysResult) -> object:
             "",
             "",
         )
+    eps, delta = result.tight_fixed
+    table.caption = (
+        f"a device whose values never change, all campaigns together: epsilon {eps:.4g} at delta {delta:.3g}"
+        " (privacy loss distributions; basic composition: "
+        f"{result.total_fixed[-1]:.4g})"
+    )
     return table
 
 
@@ -80,6 +86,9 @@ def days_cmd(
         int, typer.Option(help="Reports per day behind each day's estimate (its SE).")
     ] = 100_000,
     seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
+    delta: Annotated[
+        float, typer.Option(help="delta of the tight (epsilon, delta) total (privacy loss distributions).")
+    ] = 1e-9,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of the spend per day.")] = None,
     as_json: JsonOpt = False,
     json_out: JsonOutOpt = None,
@@ -94,6 +103,7 @@ def days_cmd(
             devices=devices,
             users=users,
             seed=seed,
+            delta=delta,
         )
         result = simulate_days(cfg)
     except InvalidParameterError as exc:

@@ -11,10 +11,13 @@ sequential composition of what it revealed:
   (its fresh round is post-processing of the memoized part: Erlingsson et al., CCS 2014, §3; Arcolezi et
   al. 2022, §4).
 
-The device's total is the sum over campaigns (basic composition; the accountants of issue 17 give tighter
-(epsilon, delta) totals). Values change with probability ``change_probability`` per day, to a uniform
-value of the campaign's domain (a numeric campaign: to a new value, always distinct); ``devices``
-simulated devices give the distribution of the spend (mean, 95th percentile, maximum) per day.
+The device's total is the sum over campaigns (basic composition); for a device whose values never change it
+is also given as a tight (epsilon, delta) at ``delta`` by privacy loss distributions
+(:func:`ldp_client.reporter.policy.compose_numerical`, the device ledger's numerical composer: every
+report's dominating pair composed by FFT; never above the basic total). Values change with probability
+``change_probability`` per day, to a uniform value of the campaign's domain (a numeric campaign: to a new
+value, always distinct); ``devices`` simulated devices give the distribution of the spend (mean, 95th
+percentile, maximum) per day.
 
 Accuracy: the standard error of one day's estimate from ``users`` reports, from the mechanism's variance
 (a frequency: sqrt(Var*/n) of ``spec.variance`` at a frequency near 0, Wang et al., USENIX Security 2017;
@@ -35,6 +38,7 @@ from numpy.typing import NDArray
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import make_params
+from ldp_client.reporter.policy import compose_numerical
 from ldp_client.spec import Kind
 
 __all__ = ["DaysCampaign", "DaysConfig", "DaysResult", "parse_campaign", "simulate_days"]
@@ -61,6 +65,7 @@ class DaysConfig:
     devices: int = 10_000
     users: int = 100_000
     seed: int = 0
+    delta: float = 1e-9
 
     def __post_init__(self) -> None:
         if not self.campaigns:
@@ -70,6 +75,8 @@ class DaysConfig:
                 raise InvalidParameterError(name, value, f"an integer in [1, {hi}]")
         if isinstance(self.users, bool) or not isinstance(self.users, int) or self.users < 1:
             raise InvalidParameterError("users", self.users, "an integer >= 1")
+        if isinstance(self.delta, bool) or not isinstance(self.delta, int | float) or not 0 < self.delta < 1:
+            raise InvalidParameterError("delta", self.delta, "a number in (0, 1)")
         if not 0.0 <= self.change_probability <= 1.0:
             raise InvalidParameterError(
                 "change_probability", self.change_probability, "a probability in [0, 1]"
@@ -101,6 +108,7 @@ class DaysResult:
     total_mean: NDArray[np.float64] = field(repr=False)
     total_p95: NDArray[np.float64] = field(repr=False)
     total_fixed: NDArray[np.float64] = field(repr=False)
+    tight_fixed: tuple[float, float] = (math.nan, math.nan)  # (epsilon, delta) on the last day, value fixed
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (the last day's figures and the per-day curves)."""
@@ -129,6 +137,7 @@ class DaysResult:
             ],
             "total": {
                 "spent_value_fixed": float(self.total_fixed[-1]),
+                "tight_value_fixed": {"epsilon": self.tight_fixed[0], "delta": self.tight_fixed[1]},
                 "spent_mean": float(self.total_mean[-1]),
                 "spent_p95": float(self.total_p95[-1]),
                 "spend_mean_by_day": self.total_mean.tolist(),
@@ -201,6 +210,7 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
     """The spend of every campaign per day and in total, and the daily accuracy (module docstring)."""
     rng = np.random.default_rng(cfg.seed)
     out = []
+    terms: list[tuple[float, float, int]] = []  # a fixed value's reports, for the tight total
     day_numbers = np.arange(1, cfg.days + 1, dtype=np.float64)
     for campaign in cfg.campaigns:
         params = campaign.params
@@ -217,6 +227,11 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
             else np.minimum(per_report[None, :], distinct * eps_inf)
         )
         fixed = per_report if math.isinf(eps_inf) else np.minimum(per_report, eps_inf)
+        delta = float(spec.delta(params))
+        if math.isinf(eps_inf) or cfg.days * eps < eps_inf:
+            terms.append((eps, delta, cfg.days))
+        else:  # one memoized value: its epsilon_inf covers every report of it
+            terms.append((eps_inf, delta, 1))
         what, se = _accuracy(spec, params, cfg.users)
         out.append(
             CampaignDays(
@@ -240,6 +255,7 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
         total_mean=np.sum([c.spend_mean for c in out], axis=0),
         total_p95=np.sum([c.spend_p95 for c in out], axis=0),
         total_fixed=np.sum([c.spend_fixed for c in out], axis=0),
+        tight_fixed=compose_numerical(cfg.delta)(terms),
     )
 
 

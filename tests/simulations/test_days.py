@@ -67,3 +67,22 @@ def test_cli_days_json_and_errors(tmp_path: object) -> None:
     assert camp["mechanism"] == "dbitflip" and camp["spent_value_fixed"] == pytest.approx(camp["epsilon"])
     bad = runner.invoke(app, ["days", "--campaign", "grr:domain=3,epsilon=x"])
     assert bad.exit_code == 2 and "epsilon" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_tight_total_of_a_fixed_value_is_the_optimal_composition_and_never_above_basic() -> None:
+    """Ten daily grr reports at epsilon 0.2 plus one memoized lgrr value: the tight total composes 10 x 0.2
+    and epsilon_inf once (privacy loss distributions), below the basic 2 + epsilon_inf, at the given delta."""
+    from ldp_client.accounting.composition import optimal_composition_epsilon
+
+    fresh = parse_campaign("grr:domain=5,epsilon=0.2")
+    res = simulate_days(DaysConfig(campaigns=(fresh,), days=100, devices=10, delta=1e-6))
+    eps, delta = res.tight_fixed
+    assert delta == pytest.approx(1e-6)
+    grr_eps = res.campaigns[0].epsilon
+    assert eps == pytest.approx(optimal_composition_epsilon(grr_eps, 100, 1e-6), abs=100 * 1e-3)
+    assert eps < res.total_fixed[-1]
+    memo = parse_campaign("lgrr:domain=5,epsilon=1,epsilon_inf=2.5")
+    both = simulate_days(DaysConfig(campaigns=(fresh, memo), days=100, devices=10, delta=1e-6))
+    assert eps < both.tight_fixed[0] <= both.total_fixed[-1]
+    with pytest.raises(InvalidParameterError, match="delta"):
+        DaysConfig(campaigns=(fresh,), delta=0.0)
