@@ -275,6 +275,15 @@ class CampaignInfo:
             raise InvalidParameterError("closed", self.closed, "a bool")
         if self.shuffler is not None and not isinstance(self.shuffler, ShufflerDeclaration):
             raise InvalidParameterError("shuffler", self.shuffler, "a ShufflerDeclaration or None")
+        if self.shuffler is not None and delta(self.params) > 0.0:
+            # Amplification by shuffling is computed for pure epsilon-LDP reports (Feldman-McMillan-Talwar's
+            # pure case); claiming it for an (epsilon, delta) mechanism would overstate the guarantee.
+            raise InvalidParameterError(
+                "shuffler",
+                f"{self.params.name} (delta={delta(self.params):.3g})",
+                "no shuffler for an (epsilon, delta)-LDP mechanism: amplification is computed for pure"
+                " epsilon-LDP reports only",
+            )
 
 
 def _check_candidates(candidates: Iterable[str]) -> tuple[str, ...]:

@@ -123,3 +123,15 @@ def test_bad_shuffler_message_is_invalid_argument(running: Running) -> None:
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "shuffler.delta" in (info.value.details() or "")
     assert not running.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest()).campaigns
+
+
+def test_a_shuffler_is_refused_for_an_approximate_dp_mechanism(running: Running) -> None:
+    """Amplification is computed for pure epsilon-LDP reports: a Gaussian campaign ((epsilon, delta)-LDP)
+    declaring a shuffler is refused in one line, and nothing is created."""
+    server = running.server.target
+    args = ["campaign", "create", "g", "--mechanism", "gaussian", "--epsilon", "2", "--param", "lo=0"]
+    args += ["--param", "hi=1", "--param", "delta=1e-6", "--shuffler-batch", "1000", "--server", server]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "shuffler" in result.output and "pure" in result.output
+    assert not running.analyst.ListCampaigns(analyst_pb2.ListCampaignsRequest()).campaigns
