@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from ldp_aggregator.estimators import estimate_support
 from ldp_aggregator.haar_ranges import fit_haar
 from ldp_aggregator.ranges import EmptyLevelError, answer_quantiles, answer_ranges, campaign_ranges, cdf
+from ldp_client.domain import Domain
 from ldp_client.errors import InvalidReportError
 from ldp_client.layouts import HaarLevels
 from ldp_client.mechanisms.haar import (
@@ -87,7 +89,7 @@ def test_the_hadamard_transform_is_the_sylvester_matrix() -> None:
 def test_the_batch_encoder_reports_the_device_s_true_bit() -> None:
     """At a truth probability of 1 - 1e-7 the reported bits are the true ones: the vectorised parity and
     sides agree with the device's scalar path."""
-    params = HaarParams(domain=100, truth_probability=1 - 1e-7)
+    params = HaarParams(domain=Domain.of(100), truth_probability=1 - 1e-7)
     rng = np.random.default_rng(2)
     values = rng.integers(0, 100, size=5000)
     levels, rows, bits = SPEC.encode_batch(params, values, rng, campaign_id="c", labels=())
@@ -114,7 +116,7 @@ def test_a_level_without_reports_is_named() -> None:
         campaign_ranges(PARAMS, SimpleNamespace(n=n, support=support), [(0, 3)])
 
 
-def _repeats(params: HaarParams, n: int, repeats: int, seed: int) -> tuple[list, np.ndarray]:
+def _repeats(params: HaarParams, n: int, repeats: int, seed: int) -> tuple[list[Any], np.ndarray]:
     rng = np.random.default_rng(seed)
     d = params.domain.size
     probs = np.exp(-np.arange(d) / 9.0)
@@ -178,7 +180,7 @@ def test_the_level_sampling_variance_is_calibrated() -> None:
     from ldp_aggregator.haar_ranges import HaarTree
 
     rng = np.random.default_rng(5)
-    params = HaarParams(domain=64, truth_probability=0.5)
+    params = HaarParams(domain=Domain.of(64), truth_probability=0.5)
     h, n = params.levels, 3000
     probs = np.exp(-np.arange(64) / 9.0)
     values = rng.choice(64, size=n, p=probs / probs.sum())
