@@ -363,7 +363,7 @@ def estimate_cmd(
         list[str] | None,
         typer.Option(
             "--range",
-            help="Range mechanisms (hio): estimate the users in positions LO..HI of the ordered domain "
+            help="Range mechanisms (hio, haar): estimate the users in positions LO..HI of the ordered domain "
             "(inclusive, 0-based); repeatable.",
         ),
     ] = None,

@@ -342,6 +342,18 @@ def _items(labels: Sequence[str], res: OracleArrays, n: int) -> tuple[ItemEstima
     )
 
 
+def _estimated_arrays(support: Support, confidence: float) -> OracleArrays:
+    """A Support whose counts are already estimates (``Support.estimated``): the counts, the square root of
+    ``extra_variance`` and a normal interval."""
+    count = np.asarray(support.counts, dtype=np.float64)
+    if count.ndim != 1 or not np.isfinite(count).all():
+        raise InvalidParameterError("support_counts", count.shape, "a 1-D array of finite count estimates")
+    extra = _check_extra_variance(support.extra_variance, count.shape[0])
+    se = np.sqrt(np.broadcast_to(0.0 if extra is None else extra, count.shape)).astype(np.float64)
+    z = normal_quantile(confidence)
+    return OracleArrays(count=count, std_error=se, ci_low=count - z * se, ci_high=count + z * se)
+
+
 def estimate_support(
     support: Support, *, mechanism: str, epsilon: float, confidence: float = 0.95
 ) -> FrequencyEstimate:
@@ -366,14 +378,17 @@ def estimate_support(
     n = support.n
     if n == 0:
         raise NoReportsError(0)
-    res = pure_oracle_arrays(
-        support.counts,
-        n,
-        support.p_star,
-        support.q_star,
-        confidence,
-        extra_variance=support.extra_variance,
-    )
+    if support.estimated:
+        res = _estimated_arrays(support, confidence)
+    else:
+        res = pure_oracle_arrays(
+            support.counts,
+            n,
+            support.p_star,
+            support.q_star,
+            confidence,
+            extra_variance=support.extra_variance,
+        )
     if len(support.labels) != res.count.shape[0]:
         raise InvalidParameterError(
             "labels", len(support.labels), f"{res.count.shape[0]} labels (one per count)"

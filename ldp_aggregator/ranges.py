@@ -1,9 +1,11 @@
 """Range queries, quantiles and the CDF from a hierarchy of frequency-oracle levels (issue 18).
 
-Input: a :class:`ldp_client.layouts.RangeLevels` (a spec's ``range_levels``; today ``hio``): a tree of fan-out
-B over the D ordered values padded to B^h leaves; level l (1..h) has B^l nodes; n_l of the n reports belong
-to level l (their users a uniformly random subset, independent of the values) and C_{l,v} of them support
-node v, with the level oracle's rates p*, q* (GRR at small levels, local hashing below, as the spec says).
+Input: a :class:`ldp_client.layouts.RangeLevels` (a spec's ``range_levels``: ``hio``; a
+:class:`ldp_client.layouts.HaarLevels` goes to :mod:`ldp_aggregator.haar_ranges` instead, same answers):
+a tree of fan-out B over the D ordered values padded to B^h leaves; level l (1..h) has B^l nodes; n_l of
+the n reports belong to level l (their users a uniformly random subset, independent of the values) and
+C_{l,v} of them support node v, with the level oracle's rates p*, q* (GRR at small levels, local hashing
+below, as the spec says).
 
 1. Per-level estimates (Wang, Blocki, Li, Jha, USENIX Security 2017, §4): the share of level-l users in node
    v, x_{l,v} = (C_{l,v}/n_l - q*) / (p* - q*), unbiased for the population share f_v (the level's users
@@ -42,10 +44,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ldp_aggregator.estimation import NoReportsError, normal_quantile
+from ldp_aggregator._range_common import EmptyLevelError, sampling_variance
+from ldp_aggregator.estimation import normal_quantile
+from ldp_aggregator.haar_ranges import HaarTree, fit_haar
 from ldp_client import registry
-from ldp_client.errors import InvalidParameterError, InvalidReportError
-from ldp_client.layouts import RangeLevels
+from ldp_client.errors import InvalidParameterError
+from ldp_client.layouts import HaarLevels, RangeLevels
 
 __all__ = [
     "EmptyLevelError",
@@ -61,16 +65,8 @@ __all__ = [
     "parse_range",
     "range_answer_dict",
     "ranges_to_dict",
+    "sampling_variance",
 ]
-
-
-class EmptyLevelError(NoReportsError):
-    """A level of the hierarchy has no report yet: its nodes, hence the ranges, cannot be estimated."""
-
-    def __init__(self, level: int) -> None:
-        InvalidReportError.__init__(
-            self, "n_reports", 0, f"at least one report at every level of the tree (level {level} has none)"
-        )
 
 
 @dataclass(frozen=True)
@@ -114,6 +110,10 @@ class RangeTree:
     @property
     def levels(self) -> int:
         return len(self.x)
+
+    def variance(self, r: NDArray[np.float64]) -> float:
+        """Var of r . leaves on the share scale (steps 3 and 4)."""
+        return _range_variance(self, _adjoint(self, r))
 
 
 def _childsum(v: NDArray[np.float64], b: int) -> NDArray[np.float64]:
@@ -188,21 +188,11 @@ def _adjoint(tree: RangeTree, r: NDArray[np.float64]) -> list[NDArray[np.float64
 
 def _range_variance(tree: RangeTree, w: list[NDArray[np.float64]]) -> float:
     """Step 4: oracle part plus the sampling part of the random level subsets (share scale)."""
-    b, h, n = tree.branching, tree.levels, tree.n
+    b, h = tree.branching, tree.levels
     oracle = sum(float(np.dot(wl * wl, vl)) for wl, vl in zip(w, tree.oracle_var, strict=True))
-    if n <= 1:
-        return oracle
-    f = np.clip(tree.leaves, 0.0, None)
-    total = f.sum()
-    f = f / total if total > 0 else np.full(f.shape, 1.0 / f.size)
     # g_l over the leaves: each leaf takes the weight of its level-l ancestor.
     g = np.stack([np.repeat(wl, b ** (h - 1 - i)) for i, wl in enumerate(w)])
-    mean = g @ f
-    centred = g - mean[:, None]
-    cov = (centred * f) @ centred.T
-    n_l = np.asarray(tree.reports, dtype=np.float64)
-    sampling = n / (n - 1) * float(np.sum(np.diag(cov) / n_l)) - float(cov.sum()) / (n - 1)
-    return oracle + max(sampling, 0.0)
+    return oracle + sampling_variance(g, tree.leaves, tree.reports, tree.n)
 
 
 def parse_range(text: str, labels: Sequence[str]) -> tuple[int, int]:
@@ -234,7 +224,7 @@ def _check_range(lo: int, hi: int, d: int) -> None:
 
 
 def answer_ranges(
-    tree: RangeTree, ranges: Sequence[tuple[int, int]], confidence: float = 0.95
+    tree: RangeTree | HaarTree, ranges: Sequence[tuple[int, int]], confidence: float = 0.95
 ) -> tuple[RangeAnswer, ...]:
     """The estimate of each range (steps 3 and 4 of the module docstring), on the count scale N = n.
 
@@ -250,7 +240,7 @@ def answer_ranges(
         r = np.zeros(tree.leaves.shape[0])
         r[lo : hi + 1] = 1.0
         share = float(tree.leaves[lo : hi + 1].sum())
-        se = float(np.sqrt(_range_variance(tree, _adjoint(tree, r)))) * tree.n
+        se = float(np.sqrt(tree.variance(r))) * tree.n
         count = share * tree.n
         out.append(
             RangeAnswer(
@@ -268,7 +258,7 @@ def answer_ranges(
     return tuple(out)
 
 
-def answer_quantiles(tree: RangeTree, qs: Sequence[float]) -> tuple[QuantileAnswer, ...]:
+def answer_quantiles(tree: RangeTree | HaarTree, qs: Sequence[float]) -> tuple[QuantileAnswer, ...]:
     """The first position whose estimated CDF (cumulative consistent leaves over the D values) reaches q.
 
     Raises:
@@ -287,7 +277,7 @@ def answer_quantiles(tree: RangeTree, qs: Sequence[float]) -> tuple[QuantileAnsw
     return tuple(out)
 
 
-def cdf(tree: RangeTree) -> NDArray[np.float64]:
+def cdf(tree: RangeTree | HaarTree) -> NDArray[np.float64]:
     """The estimated CDF at each of the D values (shares): the cumulative consistent leaves."""
     out: NDArray[np.float64] = np.cumsum(tree.leaves[: len(tree.labels)])
     return out
@@ -319,7 +309,7 @@ def campaign_ranges(
     levels = spec.range_levels(params, acc)
     if levels is None:
         what = "ranges" if ranges else "quantiles"
-        raise InvalidParameterError(what, params.name, "a campaign of a range mechanism (hio)")
+        raise InvalidParameterError(what, params.name, "a campaign of a range mechanism (hio, haar)")
     d = len(levels.labels)
     for lo, hi in ranges:
         _check_range(lo, hi, d)
@@ -327,7 +317,8 @@ def campaign_ranges(
         if not 0.0 < q < 1.0:
             raise InvalidParameterError("quantile", q, "a number in (0, 1)")
     normal_quantile(confidence)
-    tree = fit_tree(levels)
+    # The two level structures a spec may give (a hierarchy of oracles, or Haar coefficients).
+    tree = fit_haar(levels) if isinstance(levels, HaarLevels) else fit_tree(levels)
     return answer_ranges(tree, ranges, confidence), answer_quantiles(tree, quantiles)
 
 

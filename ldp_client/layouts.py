@@ -23,6 +23,7 @@ __all__ = [
     "LAYOUT_SUMS",
     "BitsView",
     "CountsView",
+    "HaarLevels",
     "Layout",
     "LayoutKind",
     "MeanDesign",
@@ -151,6 +152,9 @@ class Support:
         extra_variance: variance of count_hat_v beyond the contract's formula, on the count scale (a scalar,
             or one per item; 0 by default): what the mechanism's own model adds, e.g. a sketch's hash
             collisions. The estimator adds it to the variance and widens the interval by it.
+        estimated: the counts are already unbiased count estimates (any real numbers; a mechanism whose
+            items are linear combinations of several levels, e.g. haar's leaves), ``extra_variance`` their
+            whole variance, with p* = 1 and q* = 0: the estimator reports them with a normal interval.
     """
 
     labels: tuple[str, ...]
@@ -160,6 +164,7 @@ class Support:
     q_star: Rates
     epsilon_inf: float | None = None
     extra_variance: Rates = 0.0
+    estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,31 @@ class RangeLevels:
     n: int
     p_star: tuple[float, ...]
     q_star: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class HaarLevels:
+    """Haar-coefficient levels over an ordered domain, for range queries (issue 18; ``haar``).
+
+    The domain is padded to 2^h leaves; level l (1..h) has m_l = 2^(l-1) nodes, node j covering the leaves
+    [j 2^(h-l+1), (j+1) 2^(h-l+1)). Each report belongs to one level and names a Hadamard row r of it and a
+    bit; ``rows[l-1][r]`` reports of level l named row r and ``plus[l-1][r]`` of them reported +1. A report's
+    bit (+-1) has mean ``bias`` times the truth s_l(x) H[r, node_l(x)] (``ldp_client.mechanisms.haar``).
+    ``ldp_aggregator.haar_ranges`` estimates ranges, quantiles and the CDF from it.
+
+    Attributes:
+        labels: the D values, in order.
+        rows: per level, the reports of each Hadamard row (1-D, 2^(l-1) each).
+        plus: per level, the +1 reports of each row.
+        n: all reports.
+        bias: a, E[bit | truth t] = a t.
+    """
+
+    labels: tuple[str, ...]
+    rows: tuple[Any, ...]
+    plus: tuple[Any, ...]
+    n: int
+    bias: float
 
 
 class CountsView(Protocol):

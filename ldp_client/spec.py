@@ -52,6 +52,7 @@ from ldp_client.layouts import (
     LAYOUT_SUMS,
     BitsView,
     CountsView,
+    HaarLevels,
     Layout,
     LayoutKind,
     MeanDesign,
@@ -442,9 +443,10 @@ class MechanismSpec(abc.ABC, Generic[P]):
         Kind.SUPPORT only."""
         raise NotImplementedError
 
-    def range_levels(self, params: P, acc: Any) -> RangeLevels | None:
+    def range_levels(self, params: P, acc: Any) -> RangeLevels | HaarLevels | None:
         """The level hierarchy of a campaign whose reports answer range queries over its ordered domain
-        (:class:`RangeLevels`, read by ``ldp_aggregator.ranges``), or None: the mechanism answers none."""
+        (:class:`RangeLevels` or :class:`HaarLevels`, read by ``ldp_aggregator.ranges``), or None: the
+        mechanism answers none."""
         return None
 
     def items_per_user(self, params: P) -> tuple[int, int]:

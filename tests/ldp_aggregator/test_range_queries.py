@@ -81,3 +81,36 @@ def test_ranges_of_a_mechanism_without_them_are_invalid_argument(running: Runnin
         running.analyst.GetEstimate(request)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "ranges" in (info.value.details() or "") and "range mechanism" in (info.value.details() or "")
+
+
+def test_haar_ranges_over_grpc_and_the_database(running: Running) -> None:
+    """The same queries of a haar campaign (issue 18): ranges and a quantile through the Analyst, and the
+    same answers from the database."""
+    from ldp_client.mechanisms.haar import SPEC as HAAR
+    from ldp_client.mechanisms.haar import HaarParams
+
+    code = runner.invoke(
+        app,
+        ["campaign", "create", "wage", "--mechanism", "haar", "--domain", "60", "--epsilon", "2",
+         "--server", running.server.target],
+    )  # fmt: skip
+    assert code.exit_code == 0, code.output
+    params = HaarParams.from_epsilon(60, 2.0)
+    rng = np.random.default_rng(182)
+    values = np.minimum(rng.geometric(0.05, N) - 1, 59)
+    columns = HAAR.encode_batch(params, values, rng, campaign_id="wage", labels=())
+    running.collector.Submit(
+        wire.batch_to_proto(campaign_id="wage", batch_id="b", params=params, columns=columns)
+    )
+    args = ["estimate", "wage", "--json", "--range", "0:9", "--range", "10:29", "--quantile", "0.5"]
+    result = runner.invoke(app, [*args, "--server", running.server.target])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    for r in doc["ranges"]:
+        truth = np.count_nonzero((values >= r["lo"]) & (values <= r["hi"]))
+        assert r["ci_low"] <= truth <= r["ci_high"], (r, truth)
+        assert 0 < r["std_error"] < 0.05 * N
+    assert abs(doc["quantiles"][0]["position"] - int(np.quantile(values, 0.5))) <= 3
+    from_db = runner.invoke(app, [*args, "--db", str(running.server.config.db)])
+    assert from_db.exit_code == 0, from_db.output
+    assert json.loads(from_db.output)["ranges"] == doc["ranges"]

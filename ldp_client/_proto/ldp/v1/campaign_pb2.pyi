@@ -1137,6 +1137,35 @@ class TreeHistParams(google.protobuf.message.Message):
 global___TreeHistParams = TreeHistParams
 
 @typing.final
+class HaarWaveletParams(google.protobuf.message.Message):
+    """Haar wavelets (issue 18; Cormode, Kulkarni, Srivastava, VLDB 2019, HaarHRR). Mechanism name "haar". The
+    domain padded to 2^h leaves; each device belongs to one Haar level 1..h (from its client secret) and
+    reports a uniform Hadamard row of the level's 2^(l-1) nodes and its coefficient's sign under that row,
+    through Warner's randomized response (truthful with truth_probability, else a fair coin).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    truth_probability: builtins.float
+    """P(the bit is answered truthfully; else a fair coin), in (0, 1); epsilon = ln((1 + a) / (1 - a))."""
+    @property
+    def domain(self) -> global___Domain:
+        """The D ordered values, 2 <= D <= 2^15."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        truth_probability: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___HaarWaveletParams = HaarWaveletParams
+
+@typing.final
 class HierarchicalIntervalParams(google.protobuf.message.Message):
     """Hierarchical intervals (issue 18; Cormode, Kulkarni, Srivastava, VLDB 2019). Mechanism name "hio". A tree
     of fan-out `branching` over the ordered domain (padded to branching^h leaves); each device belongs to one
@@ -1222,6 +1251,7 @@ class Campaign(google.protobuf.message.Message):
     GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
     TREEHIST_FIELD_NUMBER: builtins.int
     HIO_FIELD_NUMBER: builtins.int
+    HAAR_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1331,6 +1361,10 @@ class Campaign(google.protobuf.message.Message):
     def hio(self) -> global___HierarchicalIntervalParams:
         """Range queries over an ordered domain (issue 18): hierarchical intervals."""
 
+    @property
+    def haar(self) -> global___HaarWaveletParams:
+        """Range queries over an ordered domain (issue 18): Haar wavelets with Hadamard randomized response."""
+
     def __init__(
         self,
         *,
@@ -1372,9 +1406,10 @@ class Campaign(google.protobuf.message.Message):
         gaussian_vector: global___GaussianVectorParams | None = ...,
         treehist: global___TreeHistParams | None = ...,
         hio: global___HierarchicalIntervalParams | None = ...,
+        haar: global___HaarWaveletParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar"] | None: ...
 
 global___Campaign = Campaign

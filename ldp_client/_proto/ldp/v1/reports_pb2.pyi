@@ -427,6 +427,58 @@ class HierarchicalIntervalColumns(google.protobuf.message.Message):
 global___HierarchicalIntervalColumns = HierarchicalIntervalColumns
 
 @typing.final
+class HaarReport(google.protobuf.message.Message):
+    """One Haar-wavelet report (haar): the device's level, a Hadamard row of it and the randomized bit."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LEVEL_FIELD_NUMBER: builtins.int
+    ROW_FIELD_NUMBER: builtins.int
+    BIT_FIELD_NUMBER: builtins.int
+    level: builtins.int
+    """The level, 1 <= level <= h."""
+    row: builtins.int
+    """The Hadamard row, 0 <= row < 2^(level - 1)."""
+    bit: builtins.bool
+    """The reported bit: true is +1, false is -1."""
+    def __init__(
+        self,
+        *,
+        level: builtins.int = ...,
+        row: builtins.int = ...,
+        bit: builtins.bool = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bit", b"bit", "level", b"level", "row", b"row"]) -> None: ...
+
+global___HaarReport = HaarReport
+
+@typing.final
+class HaarColumns(google.protobuf.message.Message):
+    """Columns of a Haar-wavelet batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LEVELS_FIELD_NUMBER: builtins.int
+    ROWS_FIELD_NUMBER: builtins.int
+    BITS_FIELD_NUMBER: builtins.int
+    levels: builtins.bytes
+    """count little-endian uint16 levels (2 * count bytes), each in [1, h]."""
+    rows: builtins.bytes
+    """count little-endian uint32 rows (4 * count bytes), each < 2^(level - 1)."""
+    bits: builtins.bytes
+    """count bytes, each 0 (-1) or 1 (+1)."""
+    def __init__(
+        self,
+        *,
+        levels: builtins.bytes = ...,
+        rows: builtins.bytes = ...,
+        bits: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bits", b"bits", "levels", b"levels", "rows", b"rows"]) -> None: ...
+
+global___HaarColumns = HaarColumns
+
+@typing.final
 class PairedSideReport(google.protobuf.message.Message):
     """One side of a paired report (issue 5): the member of Report.value its mechanism uses, same number."""
 
@@ -563,6 +615,7 @@ class Report(google.protobuf.message.Message):
     GAUSSIAN_VECTOR_FIELD_NUMBER: builtins.int
     TREEHIST_FIELD_NUMBER: builtins.int
     HIO_FIELD_NUMBER: builtins.int
+    HAAR_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -645,6 +698,10 @@ class Report(google.protobuf.message.Message):
     def hio(self) -> global___HierarchicalIntervalReport:
         """hio (issue 18): the level, the hash seed and the bucket."""
 
+    @property
+    def haar(self) -> global___HaarReport:
+        """haar (issue 18): the level, the Hadamard row and the bit."""
+
     def __init__(
         self,
         *,
@@ -679,10 +736,11 @@ class Report(google.protobuf.message.Message):
         gaussian_vector: global___GaussianVectorCodes | None = ...,
         treehist: global___TreeHistReport | None = ...,
         hio: global___HierarchicalIntervalReport | None = ...,
+        haar: global___HaarReport | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector", "treehist", "hio"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector", "treehist", "hio", "haar"] | None: ...
 
 global___Report = Report
 
@@ -823,6 +881,7 @@ class ReportBatch(google.protobuf.message.Message):
     GAUSSIAN_VECTOR_CODES_FIELD_NUMBER: builtins.int
     TREEHIST_FIELD_NUMBER: builtins.int
     HIO_FIELD_NUMBER: builtins.int
+    HAAR_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -907,6 +966,10 @@ class ReportBatch(google.protobuf.message.Message):
     def hio(self) -> global___HierarchicalIntervalColumns:
         """hio (issue 18): levels, seeds and buckets."""
 
+    @property
+    def haar(self) -> global___HaarColumns:
+        """haar (issue 18): levels, Hadamard rows and bits."""
+
     def __init__(
         self,
         *,
@@ -942,10 +1005,11 @@ class ReportBatch(google.protobuf.message.Message):
         gaussian_vector_codes: builtins.bytes = ...,
         treehist: global___TreeHistColumns | None = ...,
         hio: global___HierarchicalIntervalColumns | None = ...,
+        haar: global___HaarColumns | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes", "treehist", "hio"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes", "treehist", "hio", "haar"] | None: ...
 
 global___ReportBatch = ReportBatch
 
