@@ -14,7 +14,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ldp_aggregator.accumulators import BitCountAccumulator, CountAccumulator
-from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates, rappor_design
+from ldp_aggregator.estimators import estimate_frequencies
+from ldp_aggregator.rappor_estimates import estimate_rappor_candidates, rappor_design
 from ldp_client.errors import PrivacyQuantizationWarning
 from ldp_client.params import GRRParams, RapporParams
 

@@ -62,8 +62,8 @@ from pathlib import Path
 import numpy as np
 from reference_style import decode_reference_style
 
-from ldp_aggregator.estimators import rappor_design
 from ldp_aggregator.rappor_decode import decode_rappor_counts
+from ldp_aggregator.rappor_estimates import rappor_design
 from ldp_client.params import RapporParams
 from simulations.sampling import sample_rappor_counts
 

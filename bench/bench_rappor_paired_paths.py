@@ -23,7 +23,8 @@ import numpy as np
 
 from ldp_aggregator.accumulators import accumulator_for, add_columns, batch_delta
 from ldp_aggregator.association import associate_campaign
-from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
+from ldp_aggregator.estimators import estimate_frequencies
+from ldp_aggregator.rappor_estimates import estimate_rappor_candidates
 from ldp_client import _journal_rows, wire
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.mechanisms.paired import encode_batch_paired

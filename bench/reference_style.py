@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_aggregator.estimators import _design_matrix, rappor_design
 from ldp_aggregator.rappor_decode.solvers import nnls_gram, nnls_gram_sum
+from ldp_aggregator.rappor_estimates import _design_matrix, rappor_design
 from ldp_client.params import RapporParams
 
 RESAMPLES = 5

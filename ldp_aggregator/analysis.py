@@ -15,17 +15,15 @@ from typing import Any
 from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.discovery import DiscoveryResult, discover_columns, discovery_columns
-from ldp_aggregator.estimators import (
-    FrequencyEstimate,
-    RapporBitEstimate,
-    _check_candidates,
-    estimate_frequencies,
-    estimate_rappor_bits,
-    estimate_rappor_candidates,
-)
+from ldp_aggregator.estimators import FrequencyEstimate, _check_candidates, estimate_frequencies
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_aggregator.ranges import ranges_to_dict
+from ldp_aggregator.rappor_estimates import (
+    RapporBitEstimate,
+    estimate_rappor_bits,
+    estimate_rappor_candidates,
+)
 from ldp_client import registry, wire
 from ldp_client.accounting.shuffle import ShuffleAmplification, amplify
 from ldp_client.errors import InvalidParameterError

@@ -56,8 +56,9 @@ from ldp_aggregator.analysis import estimate_campaign
 from ldp_aggregator.association import associate_campaign, estimate_association, side_likelihood
 from ldp_aggregator.cli import app as aggregator_app
 from ldp_aggregator.discovery import discover, discover_columns
-from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates, estimate_support
+from ldp_aggregator.estimators import estimate_frequencies, estimate_support
 from ldp_aggregator.means import estimate_means, estimate_moments
+from ldp_aggregator.rappor_estimates import estimate_rappor_candidates
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_client import _journal_rows, registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, reports_pb2

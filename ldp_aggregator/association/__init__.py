@@ -13,8 +13,8 @@ with a_r[u] = P(y_r | u) and b_r[v] = P(z_r | v) the per-report likelihoods of e
 * rr: P(yes | yes) and P(yes | no) of the two-coin survey; grr: p if the report is the value, else q;
 * boolean and basic RAPPOR: prod_i P(S_i | B_i) with P(1 | 1) = q*, P(1 | 0) = p* per bit;
 * string RAPPOR, against candidates: prod_i P(S_i | B_i(u, cohort)) with the candidate's Bloom filter
-  in the report's cohort (:func:`ldp_aggregator.estimators.rappor_design`, the client's hashing), plus an
-  ``<other>`` value for strings outside the candidates, whose Bloom bits are taken as independent
+  in the report's cohort (:func:`ldp_aggregator.rappor_estimates.rappor_design`, the client's hashing),
+  plus an ``<other>`` value for strings outside the candidates, whose Bloom bits are taken as independent
   Bernoulli(b), b = 1 - (1 - 1/k)^h, i.e. each bit is 1 with probability b q* + (1 - b) p*.
 
 **Estimation.** The maximum-likelihood theta is found by EM (Dempster, Laird, Rubin 1977; for RAPPOR as

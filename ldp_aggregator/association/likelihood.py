@@ -11,7 +11,7 @@ from typing import Any, Final
 import numpy as np
 
 from ldp_aggregator.association.results import OTHER_LABEL, SideLikelihood
-from ldp_aggregator.estimators import rappor_design
+from ldp_aggregator.rappor_estimates import rappor_design
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.paired import PairedSide, side_spec
 from ldp_client.mechanisms.rappor.params import RapporParams

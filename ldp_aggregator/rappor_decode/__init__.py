@@ -5,8 +5,8 @@ String RAPPOR with a candidate dictionary (Erlingsson, Pihur, Korolova, CCS 2014
 counts of a :class:`~ldp_aggregator.accumulators.BitCountAccumulator`:
 
 1. **Design.** X[(j, i), v] = 1 iff candidate v's Bloom filter in cohort j sets bit i, built as a sparse
-   (m*k) x M matrix from :func:`ldp_aggregator.estimators.rappor_design`, i.e. from the client's own hashing
-   code, so client and server can never disagree. Cohorts without reports are dropped (R rows remain).
+   (m*k) x M matrix from :func:`ldp_aggregator.rappor_estimates.rappor_design`, i.e. from the client's own
+   hashing code, so client and server can never disagree. Cohorts without reports are dropped (R rows remain).
 2. **Weighted model.** With N_j reports in cohort j and c_ij ones, the debiased count
    y_ij = (c_ij - p* N_j)/(q* - p*) has E[y_ij] = N_j (X pi + b pi_0)_ij and
    Var[y_ij] = N_j r_ij (1 - r_ij)/(q*-p*)^2 with r_ij = p* + (q*-p*)(X pi + b pi_0)_ij (§2 of the formulas;

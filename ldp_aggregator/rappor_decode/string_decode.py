@@ -15,13 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldp_aggregator.accumulators import BitCountAccumulator, check_matches
-from ldp_aggregator.estimators import (
-    NoReportsError,
-    _check_candidates,
-    _design_matrix,
-    normal_quantile,
-    rappor_design,
-)
+from ldp_aggregator.estimators import NoReportsError, _check_candidates, normal_quantile
 from ldp_aggregator.rappor_decode.detection import detect, detection_threshold, selective_interval, upper_p
 from ldp_aggregator.rappor_decode.results import (
     Correction,
@@ -32,6 +26,7 @@ from ldp_aggregator.rappor_decode.results import (
     check_selection_z,
 )
 from ldp_aggregator.rappor_decode.solvers import gram, nn_lasso, nnls_gram_sum
+from ldp_aggregator.rappor_estimates import _design_matrix, rappor_design
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.params import RapporParams
 

@@ -6,7 +6,7 @@ with the OS CSPRNG, as a device does, so its reports are not reproducible).
 
 Three runners produce the same thing, an accumulator of one report per simulated user that the SAME
 estimator reads (:func:`ldp_aggregator.estimators.estimate_frequencies` for rr, grr, basic-rappor and
-boolean-rappor; :func:`ldp_aggregator.estimators.estimate_rappor_candidates` for string RAPPOR):
+boolean-rappor; :func:`ldp_aggregator.rappor_estimates.estimate_rappor_candidates` for string RAPPOR):
 
 ``sum``
     Exact sampling of the sufficient statistics (:mod:`simulations.sampling`), never one report at a time:

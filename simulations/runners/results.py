@@ -14,7 +14,8 @@ from ldp_aggregator.accumulators import (
     Accumulator,
     BitCountAccumulator,
 )
-from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
+from ldp_aggregator.estimators import estimate_frequencies
+from ldp_aggregator.rappor_estimates import estimate_rappor_candidates
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import MechanismParams
 from simulations.metrics import Metrics

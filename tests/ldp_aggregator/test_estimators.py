@@ -18,19 +18,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_aggregator import estimators as est_mod
+from ldp_aggregator import rappor_estimates as rappor_est_mod
 from ldp_aggregator.accumulators import BitCountAccumulator, CountAccumulator
 from ldp_aggregator.estimators import (
     FrequencyEstimate,
     NoReportsError,
     estimate_frequencies,
-    estimate_rappor_bits,
-    estimate_rappor_candidates,
     normal_quantile,
     pure_oracle_arrays,
     pure_oracle_estimate,
-    rappor_design,
 )
+from ldp_aggregator.rappor_estimates import estimate_rappor_bits, estimate_rappor_candidates, rappor_design
 from ldp_client.errors import InvalidParameterError, InvalidReportError, PrivacyQuantizationWarning
 from ldp_client.params import (
     BasicRapporParams,
@@ -411,7 +409,7 @@ def test_identical_bloom_filters_are_named() -> None:
 def test_linear_dependence_reports_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     """Filters {0,1}, {2,3}, {0,2}, {1,3}: a + b = c + d, no two identical: rank 3 of 4."""
     pos = np.array([[[0, 1]], [[2, 3]], [[0, 2]], [[1, 3]]])
-    monkeypatch.setattr(est_mod, "rappor_design", lambda *_args, **_kw: pos)
+    monkeypatch.setattr(rappor_est_mod, "rappor_design", lambda *_args, **_kw: pos)
     params = RapporParams(k=8, h=2, m=1)
     acc = BitCountAccumulator(np.array([16]), np.full((1, 8), 9))
     with pytest.raises(InvalidParameterError, match="only 3 of 4 are identifiable"):

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, decode_pb2
 from ldp_aggregator.accumulators import BitCountAccumulator, accumulator_for, add_columns
 from ldp_aggregator.cli import app
-from ldp_aggregator.estimators import NoReportsError, rappor_design
+from ldp_aggregator.estimators import NoReportsError
 from ldp_aggregator.rappor_decode import (
     decode,
     decode_direct,
@@ -26,6 +26,7 @@ from ldp_aggregator.rappor_decode import (
     detection_threshold,
     selective_interval,
 )
+from ldp_aggregator.rappor_estimates import rappor_design
 from ldp_aggregator.service import Aggregator, open_store
 from ldp_client import wire
 from ldp_client.errors import InvalidParameterError
