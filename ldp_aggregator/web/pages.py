@@ -365,25 +365,35 @@ def _association_html(a: dict[str, Any]) -> str:
     )
 
 
-def _dd(id_: str, value: Any, text: str | None = None) -> str:
-    """A definition whose exact value is in ``data-value`` (``repr``, as in the JSON)."""
-    return f"<dd id={id_!r} data-value='{escape(repr(value))}'>{escape(fmt(value) if text is None else text)}</dd>"
+def _dd(id_: str, value: Any, note: str = "") -> str:
+    """A definition whose exact value is in ``data-value`` (``repr``, as in the JSON), with a note."""
+    muted = f" <span class='muted'>{escape(note)}</span>" if note else ""
+    return f"<dd id={id_!r} data-value='{escape(repr(value))}'>{escape(fmt(value))}{muted}</dd>"
+
+
+def _span(value: Any) -> str:
+    return f"<span data-value='{escape(repr(value))}'>{escape(fmt(value))}</span>"
 
 
 def _privacy_html(p: dict[str, Any], doc: dict[str, Any]) -> str:
     """The privacy block: per-report (epsilon, delta), epsilon_inf, reports per device, the central
-    (epsilon, delta) of a shuffled batch (from the estimate's ``shuffle``) and a device's spend."""
+    (epsilon, delta) of a shuffled batch (the estimate's ``shuffle``), then what a device's spend is."""
+    per_device = p["reports_per_device"]
     rows = [
         f"<dt>ε per report</dt>{_dd('privacy-epsilon', p['epsilon'])}",
-        f"<dt>δ per report</dt>{_dd('privacy-delta', p['delta'])}"
-        if p["delta"] > 0
-        else f"<dt>δ per report</dt>{_dd('privacy-delta', p['delta'], '0 (pure ε-LDP)')}",
-        f"<dt>ε∞ (longitudinal)</dt>{_dd('privacy-epsilon-inf', p['epsilon_inf'])}"
-        + ("" if p["memoized"] else "<dd class='muted'>no bound: fresh noise in every report</dd>"),
+        f"<dt>δ per report</dt>{_dd('privacy-delta', p['delta'], '' if p['delta'] > 0 else 'pure ε-LDP')}",
+        "<dt>ε∞ (longitudinal)</dt>"
+        + _dd(
+            "privacy-epsilon-inf",
+            p["epsilon_inf"],
+            "memoized: any number of reports of one value"
+            if p["memoized"]
+            else "fresh noise in every report",
+        ),
         "<dt>reports per device</dt>"
         + (
-            _dd("privacy-reports-per-device", p["reports_per_device"])
-            if p["reports_per_device"] is not None
+            _dd("privacy-reports-per-device", per_device, "the device's ledger refuses more")
+            if per_device is not None
             else "<dd id='privacy-reports-per-device' class='muted'>no limit (the device's caps apply)</dd>"
         ),
     ]
@@ -391,21 +401,21 @@ def _privacy_html(p: dict[str, Any], doc: dict[str, Any]) -> str:
     if doc.get("shuffler"):
         if est and "answer" in est and "shuffle" in est["answer"]:
             sh = est["answer"]["shuffle"]
+            outside = "" if sh["closed_form_applies"] else ", outside its condition: the local ε"
             rows.append(
                 "<dt>shuffled batch (central)</dt>"
-                f"<dd id='privacy-shuffle'>batches of <span data-value='{sh['batch_reports']!r}'>"
-                f"{sh['batch_reports']:,}</span> reports, δ <span data-value='{sh['delta']!r}'>"
-                f"{fmt(sh['delta'])}</span>: ε <span data-value='{escape(repr(sh['epsilon_numerical']))}'>"
-                f"{escape(fmt(sh['epsilon_numerical']))}</span> (numerical), ε <span data-value="
-                f"'{escape(repr(sh['epsilon_closed_form']))}'>{escape(fmt(sh['epsilon_closed_form']))}</span>"
-                " (closed form"
-                + ("" if sh["closed_form_applies"] else ", outside its condition: the local ε")
-                + "; Feldman, McMillan, Talwar, FOCS 2021)</dd>"
+                f"<dd id='privacy-shuffle'>batches of {_span(sh['batch_reports'])} reports, δ "
+                f"{_span(sh['delta'])}: ε {_span(sh['epsilon_numerical'])} (numerical), ε "
+                f"{_span(sh['epsilon_closed_form'])} (closed form{outside}; Feldman, McMillan, Talwar, "
+                "FOCS 2021)</dd>"
             )
         else:
-            rows.append("<dt>shuffled batch (central)</dt><dd class='muted'>with the estimate</dd>")
-    rows.append(f"<dt>a device's spend</dt><dd id='privacy-device-spend'>{escape(p['device_spend'])}</dd>")
-    return "<h2>Privacy</h2><dl id='privacy'>" + "".join(rows) + "</dl>"
+            rows.append("<dt>shuffled batch (central)</dt><dd class='muted'>with the estimate (below)</dd>")
+    return (
+        "<h2>Privacy</h2><dl id='privacy'>"
+        + "".join(rows)
+        + f"</dl><p id='privacy-device-spend'><b>A device's spend.</b> {escape(p['device_spend'])}</p>"
+    )
 
 
 _RANGE_COLUMNS: Final = (
@@ -505,7 +515,8 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
         + _privacy_html(p, doc)
     )
     parts = [head]
-    for name in doc["analyses"]:
+    # A range campaign's headline is its quantiles and CDF: they come before the per-value estimates.
+    for name in sorted(doc["analyses"], key=lambda n: n != "ranges"):
         section = doc[name]
         if name in pending:
             parts.append(

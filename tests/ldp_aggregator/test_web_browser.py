@@ -209,7 +209,11 @@ def _check_ranges(page: Any, est: estimates_pb2.EstimateResponse) -> None:
 def test_a_range_campaigns_quantiles_and_cdf(page: Any, web: WebServer) -> None:
     # By default: the quartiles and the CDF at about the tenths of the domain, plotted with intervals.
     assert page.goto(web.url.rstrip("/") + campaign_path(RANGE_ID)).status == 200
+    # The estimate's first computation of the shuffled batch's numerical epsilon takes seconds: the page
+    # reloads itself until it is there, and then no more.
+    _ready(page, "#privacy-shuffle")
     _ready(page, "table#ranges")
+    assert page.locator("[id^=pending-]").count() == 0
     est = _range_answers(web, default_cdf_ranges(100), DEFAULT_QUANTILES)
     _check_ranges(page, est)
     assert [r.hi for r in est.ranges] == [9, 19, 29, 39, 49, 59, 69, 79, 89]
