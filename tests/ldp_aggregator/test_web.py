@@ -203,7 +203,7 @@ def test_bad_ranges_and_quantiles_are_a_clear_400_and_change_nothing(web: WebSer
     ]
     for cid, query, names, allowed in cases:
         for api in (False, True):
-            status, headers, body = web.get(campaign_path(cid, api=api) + "?" + query)
+            status, _, body = web.get(campaign_path(cid, api=api) + "?" + query)
             assert status == 400, (query, body[:300])
             text = json.loads(body)["error"]["message"] if api else body.decode()
             if not api:
