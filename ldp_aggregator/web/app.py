@@ -148,8 +148,11 @@ def parse_query_multi(
 
 def _unit_interval(fields: dict[str, str], name: str) -> float | None:
     text = fields.get(name)
-    if text is None:
-        return None
+    return None if text is None else _fraction(name, text)
+
+
+def _fraction(name: str, text: str) -> float:
+    """``text`` as a number in (0, 1) (400 naming ``name`` otherwise)."""
     try:
         value = float(text)
     except ValueError:
@@ -176,9 +179,8 @@ def campaign_query(
     correction = fields.get("correction")
     if correction is not None and correction not in _CORRECTIONS:
         raise _bad("correction", correction, " or ".join(_CORRECTIONS))
-    quantiles = None
-    if multi and "quantile" in multi:
-        quantiles = tuple(_unit_interval({"quantile": text}, "quantile") or 0.0 for text in multi["quantile"])
+    texts = (multi or {}).get("quantile")
+    quantiles = None if texts is None else tuple(_fraction("quantile", text) for text in texts)
     query = CampaignQuery(
         confidence=_unit_interval(fields, "confidence"),
         alpha=_unit_interval(fields, "alpha"),
@@ -192,8 +194,9 @@ def campaign_query(
 
 def resolve_ranges(query: CampaignQuery, multi: dict[str, list[str]], state: CampaignState) -> CampaignQuery:
     """``query`` with the ``range=LO:HI`` fields as positions of the campaign's ordered domain, checked as
-    ``ldp-aggregator estimate --range`` and ``Analyst.GetEstimate`` check them (LO and HI: positions
-    0..D-1 or labels of the domain, LO <= HI); ``quantile=`` needs a range mechanism too.
+    ``ldp-aggregator estimate --range`` and ``Analyst.GetEstimate`` check them (``ranges.parse_range``:
+    LO and HI each a value of the domain, or else a position 0..D-1; LO <= HI); ``quantile=`` needs a
+    range mechanism too.
 
     Raises:
         HttpError: 400 naming the field, the value and what is allowed.

@@ -30,7 +30,15 @@ from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import list_tokens
 from ldp_aggregator.web import app as web_app
-from ldp_aggregator.web.data import DEFAULT_QUANTILES, RateTracker, default_cdf_ranges
+from ldp_aggregator.web.app import resolve_ranges
+from ldp_aggregator.web.data import (
+    DEFAULT_QUANTILES,
+    CampaignQuery,
+    CampaignState,
+    RateTracker,
+    default_cdf_ranges,
+)
+from ldp_aggregator.web.http import HttpError
 from ldp_client.errors import InvalidParameterError
 from tests.ldp_aggregator.test_security import pki  # noqa: F401 (the test CA fixture)
 from tests.ldp_aggregator.web_server import (
@@ -210,6 +218,20 @@ def test_bad_ranges_and_quantiles_are_a_clear_400_and_change_nothing(web: WebSer
                 text = text.replace("&#x27;", "'").replace("&lt;", "<").replace("&gt;", ">")
             assert f"query {names} is invalid: allowed" in text and allowed in text, (query, text[:400])
     assert _state(web.db) == before
+
+
+def test_a_range_is_values_of_the_domain_or_positions() -> None:
+    state = CampaignState(
+        doc={"mechanism": "hio"}, info=None, version=(1, 9, False), range_labels=("low", "mid", "high")
+    )
+    query = resolve_ranges(CampaignQuery(), {"range": ["low:mid", "1:2", "mid : high", "0:0"]}, state)
+    assert query.ranges == ((0, 1), (1, 2), (1, 2), (0, 0))
+    assert resolve_ranges(CampaignQuery(), {}, state).ranges is None  # the defaults
+    for bad in ("high:low", "2:1", "low:3", "low", "low:mid:high", "-1:2"):
+        with pytest.raises(
+            HttpError, match=r"allowed LO:HI with 0 <= LO <= HI <= 2, .*\('low' \.\.\. 'high'\)"
+        ):
+            resolve_ranges(CampaignQuery(), {"range": [bad]}, state)
 
 
 def test_the_privacy_block(web: WebServer) -> None:
