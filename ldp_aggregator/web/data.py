@@ -6,7 +6,10 @@ Every number comes from the methods the gRPC ``ldp.v1.Analyst`` servicer calls
 functions ``ldp-aggregator ... --json`` uses (``campaign_to_dict``, ``estimate_to_dict``,
 ``decode_response_to_dict``, ``association_response_to_dict``): a page and the Analyst service cannot
 disagree, because there is no second implementation. A refusal is shown as the service would answer it:
-its status code name and message.
+its status code name and message. A range mechanism's ranges and quantiles (``ranges``) are the
+servicer's own calls too (``Aggregator.estimate_ranges``, ``ranges.add_to_proto``). What the view adds of
+its own is under ``view``, apart from the service's answers: the range query it asked
+(``view.range_query``) and a discovery's "detected" flags (``view.discovery_detected``).
 
 :class:`WebReader` only reads: it calls no method of the aggregator or the store that writes.
 
