@@ -226,7 +226,10 @@ def test_a_range_is_values_of_the_domain_or_positions() -> None:
     )
     query = resolve_ranges(CampaignQuery(), {"range": ["low:mid", "1:2", "mid : high", "0:0"]}, state)
     assert query.ranges == ((0, 1), (1, 2), (1, 2), (0, 0))
-    assert resolve_ranges(CampaignQuery(), {}, state).ranges is None  # the defaults
+    assert resolve_ranges(CampaignQuery(), {}, state).ranges is None  # the defaults:
+    assert default_cdf_ranges(3) == ((0, 0), (0, 1))  # never the last value (its CDF is 1)
+    assert default_cdf_ranges(2) == ((0, 0),)
+    assert default_cdf_ranges(1000)[-1] == (0, 899)
     for bad in ("high:low", "2:1", "low:3", "low", "low:mid:high", "-1:2"):
         with pytest.raises(
             HttpError, match=r"allowed LO:HI with 0 <= LO <= HI <= 2, .*\('low' \.\.\. 'high'\)"
