@@ -5,7 +5,9 @@ free loopback port and an analyst token, and two campaigns:
 
 * ``rappor-10k``: string RAPPOR (k=128, h=2, m=64) with 10,000 candidate strings, 1,000 of them reported
   by ``--reports`` zipf(1.1) users (encoded per user with the batch encoder, sent through the Collector);
-* ``grr-10k``: k-ary randomized response over 10,000 labels, the same number of reports.
+* ``grr-10k``: k-ary randomized response over 10,000 labels, the same number of reports;
+* ``hio-10k``: hierarchical intervals (branching 4, epsilon 4) over 10,000 ordered values, the same
+  number of reports: its page also answers the quartiles and the CDF at 9 points (ranges and quantiles).
 
 For each it measures, over plain HTTP (``http.client``, one connection per request, as the server closes
 each): the first (cold) HTML request, which starts the analyses and answers after at most
@@ -34,6 +36,7 @@ from ldp_aggregator.auth import Role
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.web.app import HTML_WAIT_S
 from ldp_client import registry, wire
+from ldp_client.mechanisms.hio import HIOParams
 from ldp_client.params import GRRParams, RapporParams
 from tests.ldp_aggregator.web_server import WebServer, campaign_path
 
@@ -54,6 +57,7 @@ def _fill(s: WebServer, n_reports: int) -> None:
     campaigns = (
         ("rappor-10k", RapporParams(k=128, h=2, m=64), labels),
         ("grr-10k", GRRParams.from_epsilon(list(labels), 4.0), ()),
+        ("hio-10k", HIOParams.from_epsilon(list(labels), 4.0, branching=4), ()),
     )
     collector = collector_pb2_grpc.CollectorStub(s.channel)
     for cid, params, cands in campaigns:
@@ -118,8 +122,8 @@ def main() -> None:
             t0 = time.perf_counter()
             _fill(s, args.reports)
             filled = time.perf_counter() - t0
-            print(f"2 campaigns x {args.reports:,} reports, 10,000 candidates/labels: {filled:.1f} s")
-            for cid in ("rappor-10k", "grr-10k"):
+            print(f"3 campaigns x {args.reports:,} reports, 10,000 candidates/labels: {filled:.1f} s")
+            for cid in ("rappor-10k", "grr-10k", "hio-10k"):
                 path = campaign_path(cid)
                 cold, status, body = _timed_get(s, path)
                 pending = b"pending-" in body

@@ -5,8 +5,10 @@ Routes (GET or HEAD; any other method is 405):
 ==============================  ============================================================================
 ``/``                           campaigns: mechanism, epsilon, reports received, rates (``?format=json``)
 ``/campaigns/ID``               one campaign (ID percent-encoded): estimates, decode or association,
-                                privacy; ``?confidence=``, ``?alpha=``, ``?correction=bonferroni|bh``,
-                                ``?population_size=``, ``?page=`` (table page), ``?format=json``
+                                ranges and quantiles, privacy; ``?confidence=``, ``?alpha=``,
+                                ``?correction=bonferroni|bh``, ``?population_size=``, ``?page=`` (table
+                                page), ``?range=LO:HI`` and ``?quantile=Q`` (range mechanisms,
+                                repeatable), ``?format=json``
 ``/api/campaigns``              the list as JSON (the same document as ``/?format=json``)
 ``/api/campaigns/ID``           a campaign as JSON (the same as ``/campaigns/ID?format=json``)
 ``/login?token=T&next=/PATH``   checks the token, keeps it in an HttpOnly cookie, redirects to ``next``
@@ -25,33 +27,50 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
 from ldp_aggregator.auth import Authenticator, PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.ranges import parse_range
 from ldp_aggregator.ratelimit import AuthFailuresLimitedError, RateLimiter
 from ldp_aggregator.web import pages
-from ldp_aggregator.web.data import CampaignQuery, WebReader, complete
+from ldp_aggregator.web.data import CampaignQuery, CampaignState, WebReader, complete
 from ldp_aggregator.web.http import HttpError, Request, Response
-from ldp_client.errors import CampaignNotFoundError
+from ldp_client.errors import CampaignNotFoundError, InvalidParameterError
 
-__all__ = ["COOKIE", "HTML_WAIT_S", "WebApp"]
+__all__ = ["COOKIE", "HTML_WAIT_S", "MAX_QUANTILES", "MAX_RANGES", "WebApp"]
 
 COOKIE: Final = "ldp_web_token"
 HTML_WAIT_S: Final = 0.6
 """An HTML page waits this long for its analyses, then shows what is ready and reloads itself; JSON waits
 for all of them."""
-_MAX_QUERY_FIELDS: Final = 16
+MAX_RANGES: Final = 32
+"""At most this many ``range=`` fields on a campaign page (each costs a pass over the range tree)."""
+MAX_QUANTILES: Final = 32
+"""At most this many ``quantile=`` fields."""
+_MAX_QUERY_FIELDS: Final = 256  # the request line is at most 8 KiB anyway; the limits above name the field
 _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _CORRECTIONS: Final = ("bonferroni", "bh")
-_CAMPAIGN_PARAMS: Final = ("format", "confidence", "alpha", "correction", "population_size", "page")
+_CAMPAIGN_PARAMS: Final = (
+    "format",
+    "confidence",
+    "alpha",
+    "correction",
+    "population_size",
+    "page",
+    "range",
+    "quantile",
+)
+_REPEATABLE: Final = {"range": MAX_RANGES, "quantile": MAX_QUANTILES}
 _LIST_PARAMS: Final = ("format",)
 _LIST_RPC: Final = "/ldp.v1.Analyst/ListCampaigns"
 _RPC_OF: Final = {
     "estimate": "/ldp.v1.Analyst/GetEstimate",
     "decode": "/ldp.v1.Analyst/DecodeRappor",
     "association": "/ldp.v1.Analyst/EstimateAssociation",
+    "ranges": "/ldp.v1.Analyst/GetEstimate",
 }
 _SECURITY_HEADERS: Final = (
     # No script at all, styles and images only from the page itself; never framed, never cached.
@@ -78,8 +97,22 @@ def parse_query(query: str, allowed: tuple[str, ...]) -> dict[str, str]:
     Raises:
         HttpError: 400 naming the field, the value and what is allowed.
     """
+    return parse_query_multi(query, allowed)[0]
+
+
+def parse_query_multi(
+    query: str, allowed: tuple[str, ...], repeatable: dict[str, int] | None = None
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """:func:`parse_query` where the names of ``repeatable`` may come up to their number of times each:
+    (the single fields, the repeated ones' values in order). An empty value of a repeatable field counts
+    as absent (a form's blank input).
+
+    Raises:
+        HttpError: 400 naming the field, the value and what is allowed.
+    """
+    repeatable = repeatable or {}
     if not query:
-        return {}
+        return {}, {}
     try:
         pairs = parse_qsl(
             query,
@@ -96,19 +129,30 @@ def parse_query(query: str, allowed: tuple[str, ...]) -> dict[str, str]:
             f" percent-encoded, at most {_MAX_QUERY_FIELDS}",
         ) from None
     out: dict[str, str] = {}
+    multi: dict[str, list[str]] = {}
     for name, value in pairs:
         if name not in allowed:
             raise _bad("name", name, f"one of {', '.join(allowed)}")
+        if name in repeatable:
+            values = multi.setdefault(name, [])
+            if value.strip():
+                values.append(value)
+            if len(values) > repeatable[name]:
+                raise _bad(name, value, f"at most {repeatable[name]} {name} fields (got more)")
+            continue
         if name in out:
             raise _bad(name, value, "the field once")
         out[name] = value
-    return out
+    return out, {k: v for k, v in multi.items() if v}
 
 
 def _unit_interval(fields: dict[str, str], name: str) -> float | None:
     text = fields.get(name)
-    if text is None:
-        return None
+    return None if text is None else _fraction(name, text)
+
+
+def _fraction(name: str, text: str) -> float:
+    """``text`` as a number in (0, 1) (400 naming ``name`` otherwise)."""
     try:
         value = float(text)
     except ValueError:
@@ -127,19 +171,65 @@ def _positive_int(fields: dict[str, str], name: str, default: int | None, limit:
     return int(text)
 
 
-def campaign_query(fields: dict[str, str]) -> tuple[CampaignQuery, int]:
-    """The campaign page's options and table page, checked (400 otherwise)."""
+def campaign_query(
+    fields: dict[str, str], multi: dict[str, list[str]] | None = None
+) -> tuple[CampaignQuery, int]:
+    """The campaign page's options and table page, checked (400 otherwise); the quantiles are checked here,
+    the ranges against the campaign's domain by :func:`resolve_ranges`."""
     correction = fields.get("correction")
     if correction is not None and correction not in _CORRECTIONS:
         raise _bad("correction", correction, " or ".join(_CORRECTIONS))
+    texts = (multi or {}).get("quantile")
+    quantiles = None if texts is None else tuple(_fraction("quantile", text) for text in texts)
     query = CampaignQuery(
         confidence=_unit_interval(fields, "confidence"),
         alpha=_unit_interval(fields, "alpha"),
         correction=correction,
         population_size=_positive_int(fields, "population_size", None, 10**15),
+        quantiles=quantiles,
     )
     page = _positive_int(fields, "page", 1, 10**6)
     return query, page or 1
+
+
+def resolve_ranges(query: CampaignQuery, multi: dict[str, list[str]], state: CampaignState) -> CampaignQuery:
+    """``query`` with the ``range=LO:HI`` fields as positions of the campaign's ordered domain, checked as
+    ``ldp-aggregator estimate --range`` and ``Analyst.GetEstimate`` check them (``ranges.parse_range``:
+    LO and HI each a value of the domain, or else a position 0..D-1; LO <= HI); ``quantile=`` needs a
+    range mechanism too.
+
+    Raises:
+        HttpError: 400 naming the field, the value and what is allowed.
+    """
+    texts = multi.get("range", [])
+    labels = state.range_labels
+    if labels is None:
+        for name in ("range", "quantile"):
+            if name in multi:
+                raise _bad(
+                    name,
+                    multi[name][0],
+                    "only on campaigns of a range mechanism (hio, haar); this campaign's mechanism is "
+                    f"{state.doc['mechanism']}",
+                )
+        return query
+    if not texts:
+        return query
+    d = len(labels)
+    allowed = (
+        f"LO:HI with 0 <= LO <= HI <= {d - 1}, positions or labels of the domain "
+        f"({labels[0]!r} ... {labels[-1]!r}), at most {MAX_RANGES} ranges"
+    )
+    wanted = []
+    for text in texts:
+        try:
+            lo, hi = parse_range(text, labels)
+        except InvalidParameterError:
+            raise _bad("range", text, allowed) from None
+        if not 0 <= lo <= hi < d:
+            raise _bad("range", text, allowed)
+        wanted.append((lo, hi))
+    return replace(query, ranges=tuple(wanted))
 
 
 def _wants_json(request: Request, fields: dict[str, str] | None = None) -> bool:
@@ -256,27 +346,29 @@ class WebApp:
         raise HttpError(HTTPStatus.NOT_FOUND, f"no page at {path[:80]!r}: see / for the campaigns")
 
     async def _campaign(self, request: Request, raw_id: str) -> Response:
-        fields = parse_query(request.query, _CAMPAIGN_PARAMS)
+        fields, multi = parse_query_multi(request.query, _CAMPAIGN_PARAMS, _REPEATABLE)
         as_json = _wants_json(request, fields)
-        query, page = campaign_query(fields)
+        query, page = campaign_query(fields, multi)
         try:
             campaign_id = unquote(raw_id, errors="strict")
         except UnicodeDecodeError:
             raise _bad("campaign id", raw_id, "a percent-encoded UTF-8 campaign id") from None
         self._check(request, _RPC_OF["estimate"])
         try:
-            doc, info, version = await self._reader.run(self._reader.campaign_state, campaign_id)
+            state = await self._reader.run(self._reader.campaign_state, campaign_id)
         except CampaignNotFoundError:
             raise HttpError(
                 HTTPStatus.NOT_FOUND, f"no campaign {campaign_id[:128]!r}: see / for the list"
             ) from None
-        entries = self._reader.analyses(doc, info, version, query)
+        query = resolve_ranges(query, multi, state)
+        doc = state.doc
+        entries = self._reader.analyses(state, query)
         for name in doc["analyses"]:
             self._check(request, _RPC_OF[name])
         pending = await complete(doc, entries, wait_s=None if as_json else HTML_WAIT_S)
         if as_json:
             return _json(HTTPStatus.OK, doc)
-        link = pages.page_link(request.path, fields)
+        link = pages.page_link(request.path, fields, multi)
         return _html(HTTPStatus.OK, pages.campaign_page(doc, pending, page, link))
 
     def _login(self, request: Request) -> Response:

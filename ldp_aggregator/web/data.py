@@ -6,7 +6,10 @@ Every number comes from the methods the gRPC ``ldp.v1.Analyst`` servicer calls
 functions ``ldp-aggregator ... --json`` uses (``campaign_to_dict``, ``estimate_to_dict``,
 ``decode_response_to_dict``, ``association_response_to_dict``): a page and the Analyst service cannot
 disagree, because there is no second implementation. A refusal is shown as the service would answer it:
-its status code name and message.
+its status code name and message. A range mechanism's ranges and quantiles (``ranges``) are the
+servicer's own calls too (``Aggregator.estimate_ranges``, ``ranges.add_to_proto``). What the view adds of
+its own is under ``view``, apart from the service's answers: the range query it asked
+(``view.range_query``) and a discovery's "detected" flags (``view.discovery_detected``).
 
 :class:`WebReader` only reads: it calls no method of the aggregator or the store that writes.
 
@@ -19,6 +22,7 @@ share one computation.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections import OrderedDict, deque
@@ -27,24 +31,36 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.analysis import estimate_to_dict
 from ldp_aggregator.association import association_response_to_dict
 from ldp_aggregator.export import campaign_to_dict
+from ldp_aggregator.ranges import add_to_proto, ranges_to_dict
 from ldp_aggregator.rappor_decode import decode_response_to_dict, decodes
 from ldp_aggregator.service import Aggregator, info_from_record, status_for, status_message
 from ldp_client import registry
 from ldp_client.errors import LdpError
 from ldp_client.spec import Kind
 
-__all__ = ["DEVICE_SPEND", "RATE_WINDOW_S", "CampaignQuery", "RateTracker", "ResultCache", "WebReader"]
+__all__ = [
+    "DEFAULT_CDF_POINTS",
+    "DEFAULT_QUANTILES",
+    "RATE_WINDOW_S",
+    "CampaignQuery",
+    "CampaignState",
+    "RateTracker",
+    "ResultCache",
+    "WebReader",
+    "default_cdf_ranges",
+    "device_spend",
+    "discovery_detected",
+]
 
-#: Where a device's privacy spend is known (the server cannot know it: reports carry no device id).
-DEVICE_SPEND: Final = (
-    "A device's spend is on the device, not here: reports carry no device identifier, so the server "
-    "cannot add up what one device sent. The app's Reporter checks every campaign's per-report epsilon "
-    "(and epsilon_inf) against its own max_epsilon / max_epsilon_inf before encoding anything, and refuses "
-    "a campaign over it (docs/client.md)."
-)
+DEFAULT_QUANTILES: Final = (0.25, 0.5, 0.75)
+"""A range campaign's page without ``quantile=``: the quartiles and the median."""
+DEFAULT_CDF_POINTS: Final = 9
+"""A range campaign's page without ``range=``: the CDF at this many points (ranges [0, t]), about the
+domain's tenths."""
 WEB_WORKERS: Final = 2
 """Threads of the web view (reads and analyses); more requests wait for them."""
 RATE_WINDOW_S: Final = 300.0
@@ -64,6 +80,11 @@ class CampaignQuery:
     alpha: float | None = None
     correction: str | None = None
     population_size: int | None = None
+    ranges: tuple[tuple[int, int], ...] | None = None
+    """Range mechanisms: positions [lo, hi] (checked against the domain); None: the CDF at
+    :func:`default_cdf_ranges`."""
+    quantiles: tuple[float, ...] | None = None
+    """Range mechanisms: the quantiles to estimate; None: :data:`DEFAULT_QUANTILES`."""
 
     def estimate_options(self) -> dict[str, Any]:
         """The options of ``Analyst.GetEstimate`` with the servicer's defaults for unset fields."""
@@ -80,6 +101,67 @@ class CampaignQuery:
     def association_options(self) -> dict[str, Any]:
         """The options of ``Analyst.EstimateAssociation`` with the servicer's defaults."""
         return {"confidence": self.confidence or 0.95}
+
+    def range_options(self, domain_size: int) -> dict[str, Any]:
+        """The ranges and quantiles of ``Analyst.GetEstimate`` (its ``ranges``, ``quantiles`` and
+        ``confidence`` fields) this page asks for: the query's, or the defaults."""
+        return {
+            "ranges_": self.ranges if self.ranges is not None else default_cdf_ranges(domain_size),
+            "quantiles": self.quantiles if self.quantiles is not None else DEFAULT_QUANTILES,
+            "confidence": self.confidence or 0.95,
+        }
+
+
+def default_cdf_ranges(domain_size: int) -> tuple[tuple[int, int], ...]:
+    """Ranges [0, t] at about the tenths of a domain of ``domain_size`` ordered values: t = ceil(k D /
+    10) - 1 for k = 1..9, distinct, without the last value (whose CDF is 1 by construction)."""
+    points = sorted({max(0, -(-k * domain_size // 10) - 1) for k in range(1, DEFAULT_CDF_POINTS + 1)})
+    return tuple((0, t) for t in points if t < domain_size - 1)
+
+
+def device_spend(spec: Any, params: Any) -> str:
+    """What the server knows of one device's privacy spend in this campaign, and where the rest is kept.
+
+    From the mechanism's spec (:class:`ldp_client.spec.MechanismSpec`): the per-report epsilon and
+    delta, the longitudinal bound epsilon_inf of a memoized mechanism and ``reports_per_device``; the
+    device's own ledger (``ldp_client/reporter/ledger.py``, docs/client.md "The privacy ledger") charges
+    every report with these rules and enforces the app's caps, which the server never sees.
+    """
+    eps, eps_inf, delta = params.epsilon, spec.epsilon_inf(params), spec.delta(params)
+    cost = f"epsilon {eps:.4g}" + (f" and delta {delta:.3g}" if delta > 0 else "")
+    if math.isfinite(eps_inf):
+        charge = (
+            f"Each report costs {cost}; the mechanism memoizes a permanent response per value, so any "
+            f"number of reports of one value costs at most epsilon_inf {eps_inf:.4g}, and the device's "
+            "ledger charges epsilon_inf once per distinct value reported."
+        )
+    else:
+        charge = (
+            f"Each report costs {cost} (fresh noise every time: reports add up, "
+            "k reports of a device cost k times that)."
+        )
+    once = (
+        f" A device may send at most {spec.reports_per_device} report"
+        f"{'' if spec.reports_per_device == 1 else 's'} to this campaign (its epsilon is per user only "
+        "then); the device's ledger refuses more."
+        if spec.reports_per_device is not None
+        else ""
+    )
+    return (
+        f"{charge}{once} The server cannot add up one device's spend: reports carry no device identifier. "
+        'Each device keeps its own privacy ledger (docs/client.md, "The privacy ledger"), which charges '
+        "every report by these rules before encoding it and refuses any that would cross the app's caps "
+        "(lifetime, rolling window, per campaign; epsilon and delta)."
+    )
+
+
+def discovery_detected(estimate: dict[str, Any]) -> list[bool] | None:
+    """A discovery estimate's (issue 16) "detected" flag per item, in ``items`` order: the item's interval
+    lies above zero (``ci_low > 0``; the level loop ranks, it does not test). None for other
+    mechanisms. A view-level figure: ``Analyst.GetEstimate`` does not send it."""
+    if "levels" not in estimate:
+        return None
+    return [isinstance(it["ci_low"], int | float) and it["ci_low"] > 0 for it in estimate["items"]]
 
 
 class RateTracker:
@@ -181,8 +263,9 @@ class WebReader:
         """Stop the view's threads (analyses still running finish in the background)."""
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def _reports(self, campaign_id: str) -> tuple[dict[str, Any], Any, tuple[int, int, bool]]:
-        """(campaign JSON with counts and rates, its info, the state's version) from one snapshot."""
+    def _reports(self, campaign_id: str) -> tuple[dict[str, Any], Any, Any, tuple[int, int, bool]]:
+        """(campaign JSON with counts and rates, its info, its accumulator, the state's version) from one
+        snapshot."""
         record, acc, n_batches = self._agg.store.snapshot(campaign_id)
         info = info_from_record(record)
         doc = campaign_to_dict(self._agg.campaign_message(info))
@@ -197,34 +280,53 @@ class WebReader:
                 "reports_per_s_since_created": acc.n / age_s,
             },
         )
-        return doc, info, (n_batches, acc.n, record.closed)
+        return doc, info, acc, (n_batches, acc.n, record.closed)
 
     def campaigns(self) -> dict[str, Any]:
         """``{"campaigns": [...]}``: every campaign as ``Analyst.ListCampaigns`` gives it (JSON of
         ``campaign_to_dict``), with its reports received, batches and rates."""
         return {"campaigns": [self._reports(r.campaign_id)[0] for r in self._agg.store.list_campaigns()]}
 
-    def campaign_state(self, campaign_id: str) -> tuple[dict[str, Any], Any, tuple[int, int, bool]]:
-        """The campaign's document without analyses (reports, rates, privacy), its info and a version of
-        its state (batches, reports, closed). Reads the store: call it off the event loop.
+    def campaign_state(self, campaign_id: str) -> CampaignState:
+        """The campaign's document without analyses (reports, rates, privacy), its info, a version of its
+        state (batches, reports, closed) and, for a range mechanism, its ordered domain. Reads the store:
+        call it off the event loop.
+
+        ``privacy`` holds the per-report ``epsilon``, ``delta`` (0 for a pure epsilon-LDP mechanism; the
+        declared delta of an (epsilon, delta) one such as the Gaussian), ``epsilon_inf`` (the longitudinal
+        bound, "inf" when there is none), ``memoized`` (a finite epsilon_inf: a permanent response per
+        value), ``reports_per_device`` (null: no limit; discovery: 1) and ``device_spend``, the text of
+        :func:`device_spend`; all from the mechanism's spec.
 
         Raises:
             CampaignNotFoundError: No such campaign.
         """
-        doc, info, version = self._reports(campaign_id)
+        doc, info, acc, version = self._reports(campaign_id)
+        spec = registry.spec_for(info.params)
         doc["privacy"] = {
             "epsilon": doc["epsilon"],
+            "delta": spec.delta(info.params),
             "epsilon_inf": doc["epsilon_inf"],
-            "device_spend": DEVICE_SPEND,
+            "memoized": math.isfinite(spec.epsilon_inf(info.params)),
+            "reports_per_device": spec.reports_per_device,
+            "device_spend": device_spend(spec, info.params),
         }
-        return doc, info, version
+        levels = spec.range_levels(info.params, acc)
+        return CampaignState(
+            doc=doc, info=info, version=version, range_labels=None if levels is None else levels.labels
+        )
 
-    def analyses(
-        self, doc: dict[str, Any], info: Any, version: Hashable, query: CampaignQuery
-    ) -> list[_Entry]:
-        """Start (or find cached) the campaign's analyses: the estimate, and the decode or association
-        where the mechanism has one; on the event loop. Await them with :func:`complete`."""
-        agg, campaign_id = self._agg, info.campaign_id
+    def analyses(self, state: CampaignState, query: CampaignQuery) -> list[_Entry]:
+        """Start (or find cached) the campaign's analyses: the estimate, the decode or association where
+        the mechanism has one, and the ranges and quantiles of a range mechanism; on the event loop.
+        Await them with :func:`complete`.
+
+        ``ranges`` is ``{"answer": {"ranges": [...], "quantiles": [...]}}``: exactly those fields of
+        ``Analyst.GetEstimate``'s answer to a request with the page's ranges, quantiles and confidence
+        (the servicer's own calls: ``Aggregator.estimate_ranges`` and ``ranges.add_to_proto``), or the
+        service's refusal (a tree level without reports). The positions asked are in
+        ``view.range_query``."""
+        agg, campaign_id, doc, info = self._agg, state.info.campaign_id, state.doc, state.info
         jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             (
                 "estimate",
@@ -253,12 +355,43 @@ class WebReader:
                     ),
                 )
             )
+        if state.range_labels is not None:
+            options = query.range_options(len(state.range_labels))
+
+            def ranges_answer() -> estimates_pb2.EstimateResponse:
+                msg = estimates_pb2.EstimateResponse()
+                add_to_proto(msg, *agg.estimate_ranges(campaign_id, **options))
+                return msg
+
+            jobs.append(("ranges", lambda: _answer(ranges_answer, _ranges_dict)))
+            doc.setdefault("view", {})["range_query"] = {
+                "ranges": [list(r) for r in options["ranges_"]],
+                "quantiles": list(options["quantiles"]),
+                "default_ranges": query.ranges is None,
+                "default_quantiles": query.quantiles is None,
+            }
         entries = []
         for name, compute in jobs:
-            entries.append(self.cache.get((name, campaign_id, version, query), compute))
+            entries.append(self.cache.get((name, campaign_id, state.version, query), compute))
             doc[name] = None  # filled by complete()
         doc["analyses"] = [name for name, _ in jobs]
         return entries
+
+
+def _ranges_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
+    """The ``ranges`` and ``quantiles`` of an estimate's JSON (``estimate_to_dict``), both always present."""
+    return {"ranges": [], "quantiles": [], **ranges_to_dict(msg)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CampaignState:
+    """What :meth:`WebReader.campaign_state` read: the document, the campaign, the version of its state and
+    a range mechanism's ordered domain (None for the others)."""
+
+    doc: dict[str, Any]
+    info: Any
+    version: tuple[int, int, bool]
+    range_labels: tuple[str, ...] | None
 
 
 async def complete(doc: dict[str, Any], entries: list[_Entry], *, wait_s: float | None) -> list[str]:
@@ -273,4 +406,8 @@ async def complete(doc: dict[str, Any], entries: list[_Entry], *, wait_s: float 
             doc[name] = entry.future.result()  # an unexpected exception propagates: a 500, logged
         else:
             pending.append(name)
+    if doc.get("estimate") and "answer" in doc["estimate"]:
+        detected = discovery_detected(doc["estimate"]["answer"])
+        if detected is not None:
+            doc.setdefault("view", {})["discovery_detected"] = detected
     return pending

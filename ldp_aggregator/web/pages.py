@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any, Final
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
+from ldp_aggregator.web.data import discovery_detected
 from ldp_aggregator.web.svg import PlotRow, interval_plot
 
 __all__ = ["PAGE_SIZE", "PLOT_ROWS", "campaign_page", "campaigns_page", "error_page", "fmt", "login_page"]
@@ -208,16 +209,19 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
         parts.append('<p class="muted">No per-item estimate for this mechanism: see below.</p>')
     if est["items"]:
         # Discovery (issue 16): the values found are the items; each is "detected" when its interval
-        # lies above zero (the level loop ranks, it does not test).
-        discovery = "levels" in est
+        # lies above zero (the level loop ranks, it does not test): the JSON's view.discovery_detected.
+        flags = discovery_detected(est)
         items, columns = _with_postprocessed(est)
+        if flags is not None:
+            for it, flag in zip(items, flags, strict=True):
+                it["detected"] = flag
         parts.append(
             _items_section(
                 "estimates",
                 items,
                 columns,
                 value="count",
-                detected=(lambda it: it["ci_low"] > 0) if discovery else None,
+                detected=(lambda it: bool(it["detected"])) if flags is not None else None,
                 page=page,
                 link=link,
                 table_id="estimate-items",
@@ -361,6 +365,134 @@ def _association_html(a: dict[str, Any]) -> str:
     )
 
 
+def _dd(id_: str, value: Any, note: str = "") -> str:
+    """A definition whose exact value is in ``data-value`` (``repr``, as in the JSON), with a note."""
+    muted = f" <span class='muted'>{escape(note)}</span>" if note else ""
+    return f"<dd id={id_!r} data-value='{escape(repr(value))}'>{escape(fmt(value))}{muted}</dd>"
+
+
+def _span(value: Any) -> str:
+    return f"<span data-value='{escape(repr(value))}'>{escape(fmt(value))}</span>"
+
+
+def _privacy_html(p: dict[str, Any], doc: dict[str, Any]) -> str:
+    """The privacy block: per-report (epsilon, delta), epsilon_inf, reports per device, the central
+    (epsilon, delta) of a shuffled batch (the estimate's ``shuffle``), then what a device's spend is."""
+    per_device = p["reports_per_device"]
+    rows = [
+        f"<dt>ε per report</dt>{_dd('privacy-epsilon', p['epsilon'])}",
+        f"<dt>δ per report</dt>{_dd('privacy-delta', p['delta'], '' if p['delta'] > 0 else 'pure ε-LDP')}",
+        "<dt>ε∞ (longitudinal)</dt>"
+        + _dd(
+            "privacy-epsilon-inf",
+            p["epsilon_inf"],
+            "memoized: any number of reports of one value"
+            if p["memoized"]
+            else "fresh noise in every report",
+        ),
+        "<dt>reports per device</dt>"
+        + (
+            _dd("privacy-reports-per-device", per_device, "the device's ledger refuses more")
+            if per_device is not None
+            else "<dd id='privacy-reports-per-device' class='muted'>no limit (the device's caps apply)</dd>"
+        ),
+    ]
+    est = doc.get("estimate")
+    if doc.get("shuffler"):
+        if est and "answer" in est and "shuffle" in est["answer"]:
+            sh = est["answer"]["shuffle"]
+            outside = "" if sh["closed_form_applies"] else ", outside its condition: the local ε"
+            rows.append(
+                "<dt>shuffled batch (central)</dt>"
+                f"<dd id='privacy-shuffle'>batches of {_span(sh['batch_reports'])} reports, δ "
+                f"{_span(sh['delta'])}: ε {_span(sh['epsilon_numerical'])} (numerical), ε "
+                f"{_span(sh['epsilon_closed_form'])} (closed form{outside}; Feldman, McMillan, Talwar, "
+                "FOCS 2021)</dd>"
+            )
+        else:
+            rows.append("<dt>shuffled batch (central)</dt><dd class='muted'>with the estimate (below)</dd>")
+    return (
+        "<h2>Privacy</h2><dl id='privacy'>"
+        + "".join(rows)
+        + f"</dl><p id='privacy-device-spend'><b>A device's spend.</b> {escape(p['device_spend'])}</p>"
+    )
+
+
+_RANGE_COLUMNS: Final = (
+    ("count", "count"),
+    ("share", "frequency"),
+    ("std error", "std_error"),
+    ("interval low", "ci_low"),
+    ("interval high", "ci_high"),
+)
+
+
+def _range_label(r: dict[str, Any]) -> str:
+    if r["lo"] == 0:
+        return f"≤ {r['hi_label']}"
+    return f"{r['lo_label']} … {r['hi_label']}" if r["lo"] != r["hi"] else r["lo_label"]
+
+
+def _ranges_html(ans: dict[str, Any], doc: dict[str, Any], link: Callable[[int], str]) -> str:
+    """Range mechanisms (issue 18): the quantiles, then the ranges (by default the CDF at a few points)
+    as a plot with intervals and a table; a form to ask for others."""
+    rq = doc.get("view", {}).get("range_query", {})
+    conf = (doc.get("estimate") or {}).get("answer", {}).get("confidence")
+    title = "CDF at a few points" if rq.get("default_ranges") else "Ranges"
+    parts = [
+        "<h2>Ranges and quantiles <span class='muted'>(Analyst.GetEstimate with ranges and quantiles"
+        + (f", {conf:.0%} intervals" if isinstance(conf, float) else "")
+        + ")</span></h2>"
+    ]
+    if ans["quantiles"]:
+        body = "".join(
+            "<tr>" + _num(q["q"]) + _num(q["position"]) + _txt(q["label"]) + "</tr>" for q in ans["quantiles"]
+        )
+        parts.append(
+            f'<table id="quantiles"><tr><th>quantile</th><th>position</th><th>value</th></tr>{body}</table>'
+        )
+    rows = ans["ranges"]
+    if rows:
+        parts.append(
+            interval_plot(
+                [
+                    PlotRow(label=_range_label(r), value=r["count"], low=r["ci_low"], high=r["ci_high"])
+                    for r in rows[:PLOT_ROWS]
+                ],
+                axis_label="estimated users in the range",
+                caption=f"{title}: estimated users with intervals",
+            )
+        )
+        head = "<tr><th>range</th><th>lo</th><th>hi</th>" + "".join(
+            f"<th>{h}</th>" for h, _ in _RANGE_COLUMNS
+        )
+        body = "".join(
+            "<tr>"
+            + _txt(_range_label(r))
+            + _num(r["lo"])
+            + _num(r["hi"])
+            + "".join(_num(r[k]) for _, k in _RANGE_COLUMNS)
+            + "</tr>"
+            for r in rows
+        )
+        parts.append(f'<table id="ranges">{head}</tr>{body}</table>')
+    # Others by a plain GET form (no script): the page's other options ride along as hidden fields.
+    here = link(1)
+    keep = "".join(
+        f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'
+        for k, v in parse_qsl(here.partition("?")[2])
+        if k not in ("range", "quantile")
+    )
+    parts.append(
+        f'<form method="get" action="{escape(here.partition("?")[0])}" id="range-form">{keep}'
+        '<label>range <input name="range" placeholder="LO:HI" size="14"></label> '
+        '<label>quantile <input name="quantile" placeholder="0.9" size="6"></label> '
+        '<button type="submit">Estimate</button> <span class="muted">(LO and HI: positions from 0 or '
+        "values of the domain; in the address, range= and quantile= repeat)</span></form>"
+    )
+    return "".join(parts)
+
+
 def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: Callable[[int], str]) -> str:
     """One campaign: reports, rates, privacy, then each analysis (or "being computed")."""
     rate = doc["rate"]
@@ -380,14 +512,11 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
             else ""
         )
         + "</dd></dl>"
-        "<h2>Privacy</h2><dl id='privacy'>"
-        f"<dt>ε per report</dt><dd data-value='{escape(repr(p['epsilon']))}'>{fmt(p['epsilon'])}</dd>"
-        f"<dt>ε∞ (longitudinal)</dt><dd data-value='{escape(repr(p['epsilon_inf']))}'>{fmt(p['epsilon_inf'])}"
-        "</dd>"
-        f"<dt>a device's spend</dt><dd>{escape(p['device_spend'])}</dd></dl>"
+        + _privacy_html(p, doc)
     )
     parts = [head]
-    for name in doc["analyses"]:
+    # A range campaign's headline is its quantiles and CDF: they come before the per-value estimates.
+    for name in sorted(doc["analyses"], key=lambda n: n != "ranges"):
         section = doc[name]
         if name in pending:
             parts.append(
@@ -400,6 +529,8 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
             parts.append(_estimate_html(section["answer"], page, link))
         elif name == "decode":
             parts.append(_decode_html(section["answer"], page, link))
+        elif name == "ranges":
+            parts.append(_ranges_html(section["answer"], doc, link))
         else:
             parts.append(_association_html(section["answer"]))
     here = link(page)
@@ -410,13 +541,16 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
     return layout(doc["id"], "".join(parts), refresh_s=2 if pending else None)
 
 
-def page_link(path: str, params: dict[str, str]) -> Callable[[int], str]:
-    """Links to the pages of a table: the same options, another ``page``."""
+def page_link(
+    path: str, params: dict[str, str], multi: dict[str, list[str]] | None = None
+) -> Callable[[int], str]:
+    """Links to the pages of a table: the same options (repeated fields too), another ``page``."""
 
     def link(page: int) -> str:
-        q = {k: v for k, v in params.items() if k not in ("page", "format")}
+        q: list[tuple[str, str]] = [(k, v) for k, v in params.items() if k not in ("page", "format")]
+        q += [(k, v) for k, values in (multi or {}).items() for v in values]
         if page > 1:
-            q["page"] = str(page)
+            q.append(("page", str(page)))
         return path + ("?" + urlencode(q) if q else "")
 
     return link

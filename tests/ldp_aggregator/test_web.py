@@ -30,10 +30,26 @@ from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import list_tokens
 from ldp_aggregator.web import app as web_app
-from ldp_aggregator.web.data import RateTracker
+from ldp_aggregator.web.app import resolve_ranges
+from ldp_aggregator.web.data import (
+    DEFAULT_QUANTILES,
+    CampaignQuery,
+    CampaignState,
+    RateTracker,
+    default_cdf_ranges,
+)
+from ldp_aggregator.web.http import HttpError
 from ldp_client.errors import InvalidParameterError
 from tests.ldp_aggregator.test_security import pki  # noqa: F401 (the test CA fixture)
-from tests.ldp_aggregator.web_server import CAMPAIGNS, RAPPOR_ID, WebServer, campaign_path, web_server
+from tests.ldp_aggregator.web_server import (
+    CAMPAIGNS,
+    RANGE_ID,
+    RAPPOR_ID,
+    SHUFFLER,
+    WebServer,
+    campaign_path,
+    web_server,
+)
 
 
 @pytest.fixture(scope="module")
@@ -109,12 +125,158 @@ def test_each_campaign_is_the_analyst_services_answers(web: WebServer, query: st
             )
             assert doc["analyses"] == ["estimate", "association"]
             assert doc["association"] == {"answer": association_response_to_dict(assoc)}
+        elif cid == RANGE_ID:  # by default the quartiles and the CDF at about the tenths of the domain
+            assert doc["analyses"] == ["estimate", "ranges"]
+            wanted = default_cdf_ranges(100)
+            assert [t for _, t in wanted] == [9, 19, 29, 39, 49, 59, 69, 79, 89]
+            assert doc["view"]["range_query"] == {
+                "ranges": [list(r) for r in wanted],
+                "quantiles": [0.25, 0.5, 0.75],
+                "default_ranges": True,
+                "default_quantiles": True,
+            }
+            answer = _ranges_of(web, cid, wanted, DEFAULT_QUANTILES, confidence)
+            assert doc["ranges"] == {"answer": answer}
+            assert len(answer["ranges"]) == 9 and len(answer["quantiles"]) == 3
         else:
             assert doc["analyses"] == ["estimate"]
         # /campaigns/ID?format=json is the same document.
         sep = "&" if query else "?"
         same = _json(web, campaign_path(cid) + query + sep + "format=json")
         assert _without_rate(same) == _without_rate(doc)
+
+
+def _ranges_of(
+    web: WebServer, cid: str, ranges: Any, quantiles: Any, confidence: float = 0.0
+) -> dict[str, Any]:
+    """The ranges and quantiles of ``Analyst.GetEstimate``'s answer (JSON), over gRPC."""
+    est = web.analyst.GetEstimate(
+        estimates_pb2.EstimateRequest(
+            campaign_id=cid,
+            confidence=confidence,
+            ranges=[estimates_pb2.RangeQuery(lo=lo, hi=hi) for lo, hi in ranges],
+            quantiles=quantiles,
+        ),
+        metadata=web.md(),
+    )
+    doc = estimate_to_dict(est)
+    return {"ranges": doc.get("ranges", []), "quantiles": doc.get("quantiles", [])}
+
+
+def test_ranges_and_quantiles_asked_for_are_the_analyst_services(web: WebServer) -> None:
+    # Positions or labels of the domain (here the same: ages 0..99), repeatable, in request order.
+    query = "?range=18:64&range=0:17&range=65:99&range=30:30&quantile=0.1&quantile=0.9&confidence=0.9"
+    doc = _json(web, campaign_path(RANGE_ID, api=True) + query)
+    wanted = [(18, 64), (0, 17), (65, 99), (30, 30)]
+    assert doc["ranges"] == {"answer": _ranges_of(web, RANGE_ID, wanted, [0.1, 0.9], 0.9)}
+    assert doc["view"]["range_query"]["default_ranges"] is False
+    # The estimate beside them is still GetEstimate's without ranges.
+    est = web.analyst.GetEstimate(
+        estimates_pb2.EstimateRequest(campaign_id=RANGE_ID, confidence=0.9), metadata=web.md()
+    )
+    assert doc["estimate"] == {"answer": estimate_to_dict(est)}
+    # Only quantiles: the default CDF points stay.
+    doc = _json(web, campaign_path(RANGE_ID, api=True) + "?quantile=0.5")
+    assert doc["ranges"] == {"answer": _ranges_of(web, RANGE_ID, default_cdf_ranges(100), [0.5])}
+    # The HTML page shows the same numbers (exact values in data-value), a plot and the form.
+    status, _, body = web.get(campaign_path(RANGE_ID) + query)
+    assert status == 200
+    html = body.decode()
+    table = html[html.index('<table id="ranges">') :]
+    table = table[: table.index("</table>")]
+    for r in _ranges_of(web, RANGE_ID, wanted, [0.1, 0.9], 0.9)["ranges"]:
+        for key in ("count", "std_error", "ci_low", "ci_high"):
+            assert f'data-value="{r[key]!r}"' in table
+    assert 'id="quantiles"' in html and 'id="range-form"' in html
+    assert html.count("<svg") >= 2  # the items and the ranges
+    # A blank range (a form's empty input) counts as absent.
+    assert _json(web, campaign_path(RANGE_ID, api=True) + "?range=&quantile=")["view"]["range_query"][
+        "default_ranges"
+    ]
+
+
+def test_bad_ranges_and_quantiles_are_a_clear_400_and_change_nothing(web: WebServer) -> None:
+    before = _state(web.db)
+    too_many = "&".join(["range=0:1"] * (web_app.MAX_RANGES + 1))
+    cases = [
+        (RANGE_ID, "range=5-10", "range='5-10'", "LO:HI with 0 <= LO <= HI <= 99"),
+        (RANGE_ID, "range=0:100", "range='0:100'", "LO:HI with 0 <= LO <= HI <= 99"),
+        (RANGE_ID, "range=10:5", "range='10:5'", "LO <= HI"),
+        (RANGE_ID, "range=a:b", "range='a:b'", "labels of the domain"),
+        (RANGE_ID, too_many, "range='0:1'", f"at most {web_app.MAX_RANGES} range fields"),
+        (RANGE_ID, "quantile=1.5", "quantile='1.5'", "a number in (0, 1)"),
+        (RANGE_ID, "quantile=0", "quantile='0'", "a number in (0, 1)"),
+        ("browser", "range=0:1", "range='0:1'", "only on campaigns of a range mechanism (hio, haar)"),
+        ("browser", "quantile=0.5", "quantile='0.5'", "this campaign's mechanism is grr"),
+    ]
+    for cid, query, names, allowed in cases:
+        for api in (False, True):
+            status, _, body = web.get(campaign_path(cid, api=api) + "?" + query)
+            assert status == 400, (query, body[:300])
+            text = json.loads(body)["error"]["message"] if api else body.decode()
+            if not api:
+                text = text.replace("&#x27;", "'").replace("&lt;", "<").replace("&gt;", ">")
+            assert f"query {names} is invalid: allowed" in text and allowed in text, (query, text[:400])
+    assert _state(web.db) == before
+
+
+def test_a_range_is_values_of_the_domain_or_positions() -> None:
+    state = CampaignState(
+        doc={"mechanism": "hio"}, info=None, version=(1, 9, False), range_labels=("low", "mid", "high")
+    )
+    query = resolve_ranges(CampaignQuery(), {"range": ["low:mid", "1:2", "mid : high", "0:0"]}, state)
+    assert query.ranges == ((0, 1), (1, 2), (1, 2), (0, 0))
+    assert resolve_ranges(CampaignQuery(), {}, state).ranges is None  # the defaults:
+    assert default_cdf_ranges(3) == ((0, 0), (0, 1))  # never the last value (its CDF is 1)
+    assert default_cdf_ranges(2) == ((0, 0),)
+    assert default_cdf_ranges(1000)[-1] == (0, 899)
+    for bad in ("high:low", "2:1", "low:3", "low", "low:mid:high", "-1:2"):
+        with pytest.raises(
+            HttpError, match=r"allowed LO:HI with 0 <= LO <= HI <= 2, .*\('low' \.\.\. 'high'\)"
+        ):
+            resolve_ranges(CampaignQuery(), {"range": [bad]}, state)
+
+
+def test_the_privacy_block(web: WebServer) -> None:
+    # A declared shuffler: the central (epsilon, delta) of a shuffled batch, as GetEstimate gives it.
+    doc = _json(web, campaign_path(RANGE_ID, api=True))
+    est = web.analyst.GetEstimate(estimates_pb2.EstimateRequest(campaign_id=RANGE_ID), metadata=web.md())
+    shuffle = estimate_to_dict(est)["shuffle"]
+    assert doc["estimate"]["answer"]["shuffle"] == shuffle
+    assert shuffle["batch_reports"] == SHUFFLER.batch_reports and shuffle["delta"] == SHUFFLER.delta
+    assert shuffle["epsilon_numerical"] < est.epsilon
+    _, _, body = web.get(campaign_path(RANGE_ID))
+    block = body.decode().split("<dl id='privacy'>", 1)[1].split("</dl>", 1)[0]
+    for key in ("batch_reports", "delta", "epsilon_numerical", "epsilon_closed_form"):
+        assert f"data-value='{shuffle[key]!r}'" in block, key
+    assert "id='privacy-shuffle'" in block
+    assert "privacy-shuffle" not in _html_text(web, "browser")  # no shuffler declared
+    # Pure epsilon-LDP: delta 0; discovery: one report per device; RAPPOR: memoized, epsilon_inf finite.
+    privacy = {cid: _json(web, campaign_path(cid, api=True))["privacy"] for cid in CAMPAIGNS}
+    assert {cid: p["delta"] for cid, p in privacy.items()} == dict.fromkeys(CAMPAIGNS, 0.0)
+    assert {cid: p["reports_per_device"] for cid, p in privacy.items()} == {
+        cid: (1 if cid == "words" else None) for cid in CAMPAIGNS
+    }
+    assert {cid for cid, p in privacy.items() if p["memoized"]} == {RAPPOR_ID}
+    assert privacy[RAPPOR_ID]["epsilon_inf"] != "inf" and "epsilon_inf" in privacy[RAPPOR_ID]["device_spend"]
+    assert "at most 1 report" in privacy["words"]["device_spend"]
+    for p in privacy.values():
+        assert "privacy ledger" in p["device_spend"] and "no device identifier" in p["device_spend"]
+    assert "at most 1 report" in _html_text(web, "words")
+
+
+def _html_text(web: WebServer, cid: str) -> str:
+    status, _, body = web.get(campaign_path(cid))
+    assert status == 200
+    return body.decode()
+
+
+def test_the_discovery_detected_flag_is_a_view_level_field(web: WebServer) -> None:
+    doc = _json(web, campaign_path("words", api=True))
+    items = doc["estimate"]["answer"]["items"]
+    assert doc["view"]["discovery_detected"] == [it["ci_low"] > 0 for it in items]
+    assert any(doc["view"]["discovery_detected"])
+    assert "view" not in _json(web, campaign_path("browser", api=True))
 
 
 def test_a_refusal_is_shown_as_the_service_answers_it(web: WebServer) -> None:
@@ -328,6 +490,45 @@ def test_web_view_over_tls_with_the_grpc_certificate(tmp_path: Path, pki: Any) -
         with socket.create_connection(("127.0.0.1", port), timeout=10) as plain:
             plain.sendall(b"GET / HTTP/1.1\r\n\r\n")
             assert not plain.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_web_view_over_mutual_tls_needs_a_client_certificate(tmp_path: Path, pki: Any) -> None:  # noqa: F811
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=pki.ca.read_bytes(),
+        private_key=pki.client_key.read_bytes(),
+        certificate_chain=pki.client_cert.read_bytes(),
+    )
+    with web_server(
+        tmp_path, creds, tls_cert=pki.server_cert, tls_key=pki.server_key, tls_client_ca=pki.ca
+    ) as s:
+        port = int(s.url.rsplit(":", 1)[1].strip("/"))
+        request = f"GET /api/campaigns HTTP/1.1\r\nAuthorization: Bearer {s.tokens[Role.ANALYST]}\r\n\r\n"
+
+        def fetch(ctx: ssl.SSLContext) -> bytes:
+            with (
+                socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+                ctx.wrap_socket(raw, server_hostname="localhost") as tls,
+            ):
+                tls.sendall(request.encode())
+                data = b""
+                while chunk := tls.recv(65536):
+                    data += chunk
+            return data
+
+        with_cert = ssl.create_default_context(cafile=str(pki.ca))
+        with_cert.load_cert_chain(str(pki.client_cert), str(pki.client_key))
+        assert fetch(with_cert).startswith(b"HTTP/1.1 200 ")
+        # Without a client certificate, or with one of another CA, the server ends the handshake (under
+        # TLS 1.3 the client sees it at its first read: an alert, or the connection closed); nothing is
+        # served.
+        intruder = ssl.create_default_context(cafile=str(pki.ca))
+        intruder.load_cert_chain(str(pki.other_client_cert), str(pki.other_client_key))
+        for ctx in (ssl.create_default_context(cafile=str(pki.ca)), intruder):
+            try:
+                got = fetch(ctx)
+            except (ssl.SSLError, ConnectionError) as exc:
+                got = repr(exc).encode()
+            assert b"HTTP/1.1" not in got and b"browser" not in got, got[:200]
 
 
 def _lines(stream: Any) -> queue.Queue[str]:

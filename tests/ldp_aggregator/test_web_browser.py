@@ -19,9 +19,11 @@ import pytest
 
 from ldp_aggregator._proto.ldp.v1 import decode_pb2, estimates_pb2
 from ldp_aggregator.auth import Role
+from ldp_aggregator.web.data import DEFAULT_QUANTILES, default_cdf_ranges
 from tests.ldp_aggregator.web_server import (
     BROWSERS,
     CAMPAIGNS,
+    RANGE_ID,
     RAPPOR_ID,
     WebServer,
     campaign_path,
@@ -174,6 +176,76 @@ def test_pages_load_and_show_the_analyst_services_numbers(page: Any, web: WebSer
         for lv in found.discovery_levels
         for x in (lv.level, lv.reports, lv.tested, lv.kept, lv.threshold)
     ]
+
+
+def _range_answers(web: WebServer, ranges: Any, quantiles: Any) -> estimates_pb2.EstimateResponse:
+    request = estimates_pb2.EstimateRequest(
+        campaign_id=RANGE_ID,
+        ranges=[estimates_pb2.RangeQuery(lo=lo, hi=hi) for lo, hi in ranges],
+        quantiles=quantiles,
+    )
+    response: estimates_pb2.EstimateResponse = web.analyst.GetEstimate(request, metadata=web.md())
+    return response
+
+
+def _check_ranges(page: Any, est: estimates_pb2.EstimateResponse) -> None:
+    """The page's ranges and quantiles tables hold the Analyst service's numbers, exactly and as shown."""
+    rows = page.locator("table#ranges tr").all()[1:]
+    assert len(rows) == len(est.ranges)
+    for row, r in zip(rows, est.ranges, strict=True):
+        cells = row.locator("td.n").all()
+        values = [float(c.get_attribute("data-value")) for c in cells]
+        assert values == [r.lo, r.hi, r.count, r.frequency, r.std_error, r.ci_low, r.ci_high]
+        assert all(_shown_matches(c.inner_text(), v) for c, v in zip(cells, values, strict=True))
+    quantiles = _rows(page, "quantiles")  # by the q shown: (position,)
+    assert len(quantiles) == len(est.quantiles)
+    shown = {float(r.locator("td").first.get_attribute("data-value")): r for r in
+             page.locator("table#quantiles tr").all()[1:]}  # fmt: skip
+    for q in est.quantiles:
+        cells = shown[q.q].locator("td").all()
+        assert int(cells[1].get_attribute("data-value")) == q.position and cells[2].inner_text() == q.label
+
+
+def test_a_range_campaigns_quantiles_and_cdf(page: Any, web: WebServer) -> None:
+    # By default: the quartiles and the CDF at about the tenths of the domain, plotted with intervals.
+    assert page.goto(web.url.rstrip("/") + campaign_path(RANGE_ID)).status == 200
+    # The estimate's first computation of the shuffled batch's numerical epsilon takes seconds: the page
+    # reloads itself until it is there, and then no more.
+    _ready(page, "#privacy-shuffle")
+    _ready(page, "table#ranges")
+    assert page.locator("[id^=pending-]").count() == 0
+    est = _range_answers(web, default_cdf_ranges(100), DEFAULT_QUANTILES)
+    _check_ranges(page, est)
+    assert [r.hi for r in est.ranges] == [9, 19, 29, 39, 49, 59, 69, 79, 89]
+    plot = page.locator("svg.plot").filter(has_text="CDF at a few points")
+    assert plot.locator("circle").count() == len(est.ranges)
+    assert plot.locator("line.ci").count() == len(est.ranges)
+    # The declared shuffler's central epsilon, as the estimate gives it.
+    shuffle = web.analyst.GetEstimate(
+        estimates_pb2.EstimateRequest(campaign_id=RANGE_ID), metadata=web.md()
+    ).shuffle
+    spans = page.locator("#privacy-shuffle span").evaluate_all("s => s.map(e => e.dataset.value)")
+    assert [float(v) for v in spans] == [
+        shuffle.batch_reports,
+        shuffle.delta,
+        shuffle.epsilon_numerical,
+        shuffle.epsilon_closed_form,
+    ]
+    # Asking for others through the page's form (a plain GET: no script), then in the address.
+    page.fill("#range-form input[name=range]", "18:64")
+    page.fill("#range-form input[name=quantile]", "0.9")
+    with page.expect_navigation():
+        page.click("#range-form button[type=submit]")
+    assert "range=18%3A64" in page.url and "quantile=0.9" in page.url
+    _ready(page, "table#ranges")
+    _check_ranges(page, _range_answers(web, [(18, 64)], [0.9]))
+    path = campaign_path(RANGE_ID) + "?range=0:17&range=65:99&quantile=0.1&quantile=0.99"
+    assert page.goto(web.url.rstrip("/") + path).status == 200
+    _ready(page, "table#ranges")
+    _check_ranges(page, _range_answers(web, [(0, 17), (65, 99)], [0.1, 0.99]))
+    # A bad range: 400 naming it.
+    response = page.goto(web.url.rstrip("/") + campaign_path(RANGE_ID) + "?range=0:100")
+    assert response.status == 400 and "range='0:100'" in page.locator("p.err").inner_text()
 
 
 def test_a_missing_or_wrong_token_is_refused_and_the_form_signs_in(browser: Any, web: WebServer) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from ldp_aggregator.service import open_store
 from ldp_aggregator.store import add_token
 from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
+from ldp_client.accounting.shuffle import ShufflerDeclaration
+from ldp_client.mechanisms.hio import HIOParams
 from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import encode_batch_paired
 from ldp_client.mechanisms.pem import PEMParams
@@ -31,7 +33,9 @@ BROWSERS = ("chrome", "safari", "edge", "firefox", "other")
 SITES = ("news.example", "mail.example", "never-1.example", "never-2.example")
 RAPPOR_ID = "home/page é"  # a slash and non-ASCII: the id must survive percent-encoding in URLs
 WORDS = ("cat", "dog", "owl")
-CAMPAIGNS = ("browser", RAPPOR_ID, "temperature", "pair", "words", "empty")
+RANGE_ID = "ages"
+CAMPAIGNS = ("browser", RAPPOR_ID, "temperature", "pair", "words", RANGE_ID, "empty")
+SHUFFLER = ShufflerDeclaration(batch_reports=10_000, delta=1e-6)
 
 
 @dataclass
@@ -80,9 +84,9 @@ def _submit(collector: Any, campaign_id: str, params: Any, columns: Any, md: Any
 
 
 def fill_campaigns(s: WebServer) -> None:
-    """Six campaigns: GRR, string RAPPOR with candidates (two decoys), a numeric mean, a paired
-    campaign (association), a discovery (pem) and one without reports; each reported to through the
-    Collector."""
+    """Seven campaigns: GRR, string RAPPOR with candidates (two decoys), a numeric mean, a paired
+    campaign (association), a discovery (pem), ranges over 100 ages (hio, declaring a shuffler) and one
+    without reports; each reported to through the Collector."""
     admin, reporter = s.md(Role.ADMIN), s.md(Role.REPORTER)
     collector = collector_pb2_grpc.CollectorStub(s.channel)
     rng = np.random.default_rng(19)
@@ -91,19 +95,25 @@ def fill_campaigns(s: WebServer) -> None:
     temp = PiecewiseParams.from_epsilon(-20.0, 50.0, 2.0)
     pair = PairedParams(first=BinaryRRParams.from_epsilon(1.5), second=BinaryRRParams.from_epsilon(1.0))
     pem = PEMParams.from_epsilon(4.0, max_length=4, top_k=4)
+    hio = HIOParams.from_epsilon(100, 2.0, branching=4)
     made = (
         ("browser", grr, (), "Which browser do you use most?"),
         (RAPPOR_ID, rappor, SITES, "What is your home page?"),
         ("temperature", temp, (), ""),
         ("pair", pair, (), "two yes/no questions"),
         ("words", pem, (), "values nobody listed (discovery)"),
+        (RANGE_ID, hio, (), "age in years (ranges and quantiles)"),
         ("empty", grr, (), ""),
     )
     for cid, params, cands, description in made:
         s.analyst.CreateCampaign(
             analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(
-                    campaign_id=cid, params=params, candidates=cands, description=description
+                    campaign_id=cid,
+                    params=params,
+                    candidates=cands,
+                    description=description,
+                    shuffler=SHUFFLER if cid == RANGE_ID else None,
                 )
             ),
             metadata=admin,
@@ -131,14 +141,28 @@ def fill_campaigns(s: WebServer) -> None:
         spec.encode_batch(pem, values, rng, campaign_id="words", labels=WORDS),
         reporter,
     )
+    spec = registry.spec_for(hio)
+    ages = rng.binomial(99, 0.4, size=20_000)
+    labels = [str(a) for a in range(100)]
+    _submit(
+        collector,
+        RANGE_ID,
+        hio,
+        spec.encode_batch(hio, ages, rng, campaign_id=RANGE_ID, labels=labels),
+        reporter,
+    )
 
 
 @contextlib.contextmanager
 def web_server(
-    tmp_path: Path, credentials: grpc.ChannelCredentials | None = None, **config: Any
+    tmp_path: Path,
+    credentials: grpc.ChannelCredentials | None = None,
+    *,
+    fill: Callable[[WebServer], None] = fill_campaigns,
+    **config: Any,
 ) -> Iterator[WebServer]:
-    """A server on a database with a token of every role (authentication on) and the campaigns of
-    :func:`fill_campaigns`, its web view on a free loopback port."""
+    """A server on a database with a token of every role (authentication on) and the campaigns ``fill``
+    makes (by default :func:`fill_campaigns`), its web view on a free loopback port."""
     db = tmp_path / "web.sqlite3"
     open_store(str(db)).close()
     tokens: dict[Role, str] = {}
@@ -155,5 +179,5 @@ def web_server(
         ) as channel,
     ):
         s = WebServer(server, db, tokens, channel)
-        fill_campaigns(s)
+        fill(s)
         yield s
