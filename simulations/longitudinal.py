@@ -22,9 +22,9 @@ first report, before it knows how many reports follow, so ``V epsilon_inf`` wher
 ``min(D epsilon, V epsilon_inf)``; the same once ``D epsilon >= V epsilon_inf``. Over the simulated
 devices the ledger's charge is that rule, ``V epsilon_inf`` (fresh noise: ``D epsilon``).
 
-Values change with probability ``change_probability`` per day, to a uniform value of the campaign's domain (a numeric campaign: to a new
-value, always distinct); ``devices`` simulated devices give the distribution of the spend (mean, 95th
-percentile, maximum) per day.
+Values change with probability ``change_probability`` per day, to a uniform value of the campaign's domain (a
+numeric campaign: to a new value, always distinct); ``devices`` simulated devices give the distribution of the
+spend (mean, 95th percentile, maximum) per day.
 
 Accuracy: the standard error of one day's estimate from ``users`` reports, from the mechanism's variance
 (a frequency: sqrt(Var*/n) of ``spec.variance`` at a frequency near 0, Wang et al., USENIX Security 2017;
