@@ -227,7 +227,7 @@ def _accuracy(spec: Any, params: Any, users: int) -> tuple[str, float]:
 def simulate_days(cfg: DaysConfig) -> DaysResult:
     """The spend of every campaign per day and in total, and the daily accuracy (module docstring)."""
     rng = np.random.default_rng(cfg.seed)
-    out = []
+    out: list[CampaignDays] = []
     terms: list[tuple[float, float, int]] = []  # a fixed value's reports, for the tight total
     day_numbers = np.arange(1, cfg.days + 1, dtype=np.float64)
     # The fixed-value device through the real device ledger (simulations.device_ledger).
