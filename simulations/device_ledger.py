@@ -13,13 +13,14 @@ Here a device's reports go through the ledger's own code, so the figure shown ca
 Reporter would charge: :func:`ldp_client.reporter.ledger.report_cost` of the campaign's parameters (as
 the Reporter computes it), the memo key of each value (``spec.memo_identity`` under a fixed simulation
 secret), ``DeviceLedger.plan`` / ``charge_fresh`` / ``charge_memo`` on a ledger in a temporary directory
-with a simulated clock (one day per report), ``snapshot`` per day. Two ledgers run side by side: one with
-basic composition (the per-campaign and total charges, per day) and one with the tight accountant the app
-can choose (``BudgetPolicy(composition="numerical")``: privacy loss distributions at ``delta``).
+with a simulated clock (one day per report), ``snapshot`` per day (basic composition, the ledger's
+default). The ledger's tight total is its recorded charges composed by the composer an app chooses with
+``BudgetPolicy(composition="numerical")`` (privacy loss distributions at ``delta``).
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from ldp_client.reporter.ledger import DeviceLedger, memo_key, memo_scope, repor
 from ldp_client.reporter.policy import BudgetPolicy, compose_basic, composer_named
 from ldp_client.secret import ClientSecret
 
-__all__ = ["LedgerDays", "device_values", "ledger_days"]
+__all__ = ["LedgerDays", "device_values", "ledger_days", "tight_total"]
 
 _DAY = 86_400.0
 _SECRET = ClientSecret.from_bytes(bytes(range(32)))  # a simulated device's secret (never a real one)
@@ -48,13 +49,21 @@ class LedgerDays:
         per_campaign: (campaigns, days) epsilon charged to each campaign by the end of each day (basic
             composition, the ledger's default).
         total: per day, the device's lifetime epsilon (basic composition).
-        tight: (epsilon, delta) of the device's lifetime spend on the last day by the ledger's numerical
-            composer (``BudgetPolicy(composition="numerical", composition_delta=delta)``).
+        tight: (epsilon, delta) of the device's lifetime charges on the last day by the ledger's numerical
+            composer (``BudgetPolicy(composition="numerical", composition_delta=delta).composer()``).
     """
 
     per_campaign: NDArray[np.float64]
     total: NDArray[np.float64]
     tight: tuple[float, float]
+
+
+@functools.lru_cache(maxsize=8)
+def tight_total(terms: tuple[tuple[float, float, int], ...], delta: float) -> tuple[float, float]:
+    """The device ledger's numerical composer (``BudgetPolicy(composition="numerical",
+    composition_delta=delta)``) on ``terms``; cached, because a fixed value's bound and the ledger's charges
+    are often the same terms and each composition is an FFT over the device's whole history."""
+    return composer_named("numerical", delta)(list(terms))
 
 
 class _Clock:
@@ -86,7 +95,7 @@ def device_values(params: Any, campaign_id: str, count: int) -> tuple[Any, ...]:
 
 
 def ledger_days(campaigns: Sequence[Any], values: Sequence[Sequence[Any]], delta: float) -> LedgerDays:
-    """Charge one simulated device's daily reports through two real device ledgers (module docstring).
+    """Charge one simulated device's daily reports through a real device ledger (module docstring).
 
     Args:
         campaigns: the parameters of each campaign.
@@ -99,39 +108,42 @@ def ledger_days(campaigns: Sequence[Any], values: Sequence[Sequence[Any]], delta
     policy = BudgetPolicy()
     clock = _Clock()
     with tempfile.TemporaryDirectory(prefix="ldp-sim-ledger-") as tmp:
-        basic = DeviceLedger.acquire(Path(tmp) / "basic", compose=compose_basic, clock=clock)
+        ledger = DeviceLedger.acquire(Path(tmp), compose=compose_basic, clock=clock)
         try:
-            tight = DeviceLedger.acquire(
-                Path(tmp) / "tight", compose=composer_named("numerical", delta), clock=clock
-            )
-            try:
-                charges = [_charger(basic, tight, f"c{i}", p, policy) for i, p in enumerate(campaigns)]
-                for day in range(days):
-                    clock.now = (day + 1) * _DAY
-                    for charge, seq in zip(charges, values, strict=True):
-                        charge(seq[day])
-                    snap = basic.snapshot(policy)
-                    total[day] = snap.lifetime.epsilon
-                    for i in range(len(campaigns)):
-                        per_campaign[i, day] = snap.campaigns[f"c{i}"].spend.epsilon
-                spend = tight.snapshot(policy).lifetime
-            finally:
-                tight.release()
+            charges = [_charger(ledger, f"c{i}", p, policy) for i, p in enumerate(campaigns)]
+            for day in range(days):
+                clock.now = (day + 1) * _DAY
+                for charge, seq in zip(charges, values, strict=True):
+                    charge(seq[day])
+                snap = ledger.snapshot(policy)
+                total[day] = snap.lifetime.epsilon
+                for i in range(len(campaigns)):
+                    per_campaign[i, day] = snap.campaigns[f"c{i}"].spend.epsilon
         finally:
-            basic.release()
-    return LedgerDays(per_campaign=per_campaign, total=total, tight=(spend.epsilon, spend.delta))
+            ledger.release()
+    # The ledger's terms: each campaign's charge (epsilon_inf per new memoized value, epsilon per fresh
+    # report) times the counts the ledger recorded, composed by the composer a policy with
+    # composition="numerical" gives the ledger (one composition of the device's lifetime only: a second
+    # ledger's snapshot would also compose every campaign and the window, each an FFT).
+    terms = []
+    for i, params in enumerate(campaigns):
+        state = snap.campaigns[f"c{i}"] if days else None
+        if state is not None:
+            eps, delta_i = report_cost(params).charge
+            terms.append((eps, delta_i, state.fresh_reports + state.memo_values))
+    tight = tight_total(tuple(terms), delta)
+    return LedgerDays(per_campaign=per_campaign, total=total, tight=tight)
 
 
-def _charger(basic: DeviceLedger, tight: DeviceLedger, cid: str, params: Any, policy: BudgetPolicy) -> Any:
-    """A function charging one report of ``value`` to campaign ``cid`` on both ledgers, as a Reporter's
-    ``_charging`` does (a fresh charge, or a memo key per value)."""
+def _charger(ledger: DeviceLedger, cid: str, params: Any, policy: BudgetPolicy) -> Any:
+    """A function charging one report of ``value`` to campaign ``cid``, as a Reporter's ``_charging`` does
+    (a fresh charge, or a memo key per value)."""
     cost = report_cost(params)
-    plans = [(ledger, ledger.plan(cid, cost, policy)) for ledger in (basic, tight)]
+    plan = ledger.plan(cid, cost, policy)
     if not cost.memoized:
 
         def fresh(value: Any) -> None:
-            for ledger, plan in plans:
-                ledger.charge_fresh(plan)
+            ledger.charge_fresh(plan)
 
         return fresh
     spec = registry.spec_for(params)
@@ -139,8 +151,6 @@ def _charger(basic: DeviceLedger, tight: DeviceLedger, cid: str, params: Any, po
 
     def memoized(value: Any) -> None:
         identity = spec.memo_identity(params, value)
-        key = None if identity is None else memo_key(scope, identity)
-        for ledger, plan in plans:
-            ledger.charge_memo(plan, key)
+        ledger.charge_memo(plan, None if identity is None else memo_key(scope, identity))
 
     return memoized

@@ -45,9 +45,8 @@ from numpy.typing import NDArray
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import make_params
-from ldp_client.reporter.policy import compose_numerical
 from ldp_client.spec import Kind
-from simulations.device_ledger import LedgerDays, device_values, ledger_days
+from simulations.device_ledger import LedgerDays, device_values, ledger_days, tight_total
 
 __all__ = ["DaysCampaign", "DaysConfig", "DaysResult", "parse_campaign", "simulate_days"]
 
@@ -283,7 +282,7 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
         total_mean=np.sum([c.spend_mean for c in out], axis=0),
         total_p95=np.sum([c.spend_p95 for c in out], axis=0),
         total_fixed=np.sum([c.spend_fixed for c in out], axis=0),
-        tight_fixed=compose_numerical(cfg.delta)(terms),
+        tight_fixed=tight_total(tuple(terms), cfg.delta),  # the ledger's numerical composer
         ledger=ledger,
     )
 
