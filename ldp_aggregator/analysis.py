@@ -24,8 +24,9 @@ from ldp_aggregator.rappor_estimates import (
     estimate_rappor_bits,
     estimate_rappor_candidates,
 )
+from ldp_aggregator.shuffle_view import campaign_shuffle, shuffle_to_dict, shuffle_to_proto
 from ldp_client import registry, wire
-from ldp_client.accounting.shuffle import ShuffleAmplification, amplify
+from ldp_client.accounting.shuffle import ShuffleAmplification
 from ldp_client.errors import InvalidParameterError
 from ldp_client.spec import Kind, MechanismSpec
 
@@ -88,7 +89,7 @@ def _campaign_estimate(
         means=means,
         postprocessed=postprocessed,
         discovery=discovery,
-        shuffle=None if info.shuffler is None else amplify(info.shuffler, params.epsilon),
+        shuffle=campaign_shuffle(info),
     )
 
 
@@ -375,13 +376,7 @@ def estimate_to_proto(est: CampaignEstimate) -> estimates_pb2.EstimateResponse:
         msg.postprocessed.append(
             estimates_pb2.PostprocessedEstimates(method=pp.method, counts=pp.counts, total=pp.total)
         )
-    if est.shuffle is not None:  # issue 17: the campaign declares a shuffler
-        sh = est.shuffle
-        msg.shuffle.batch_reports = sh.batch_reports
-        msg.shuffle.delta = sh.delta
-        msg.shuffle.closed_form_applies = sh.closed_form_applies
-        msg.shuffle.epsilon_closed_form = sh.epsilon_closed_form
-        msg.shuffle.epsilon_numerical = sh.epsilon_numerical
+    shuffle_to_proto(est.shuffle, msg.shuffle)  # issue 17: when the campaign declares a shuffler
     if est.means is not None:  # issue 6: numeric mechanisms
         msg.population_size = est.means.population_size
         msg.means.extend(
@@ -454,15 +449,9 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
         out["postprocessed"] = [
             {"method": pp.method, "counts": list(pp.counts), "total": pp.total} for pp in msg.postprocessed
         ]
-    if msg.HasField("shuffle"):  # issue 17: the central guarantee of one shuffled batch
-        sh = msg.shuffle
-        out["shuffle"] = {
-            "batch_reports": sh.batch_reports,
-            "delta": sh.delta,
-            "closed_form_applies": sh.closed_form_applies,
-            "epsilon_closed_form": _json_number(sh.epsilon_closed_form),
-            "epsilon_numerical": _json_number(sh.epsilon_numerical),
-        }
+    shuffled = shuffle_to_dict(msg)  # issue 17: the central guarantee of one shuffled batch
+    if shuffled is not None:
+        out["shuffle"] = shuffled
     if msg.means:  # issue 6: numeric mechanisms
         out["population_size"] = msg.population_size
         out["means"] = [

@@ -45,6 +45,7 @@ from ldp_aggregator.client_access import (
 )
 from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.server import DEFAULT_LISTEN
+from ldp_aggregator.shuffle_view import shuffle_text
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import LdpError, StoreUnavailableError
@@ -268,19 +269,8 @@ def print_estimate(msg: estimates_pb2.EstimateResponse, *, truth: dict[str, int]
     _print_shuffle(msg)
 
 
-def shuffle_text(msg: estimates_pb2.EstimateResponse) -> str | None:
-    """Issue 17: the central guarantee of one shuffled batch as a line, or None without a shuffler."""
-    if not msg.HasField("shuffle"):
-        return None
-    sh = msg.shuffle
-    closed = f"{sh.epsilon_closed_form:.4g}" if sh.closed_form_applies else "n/a (its condition fails)"
-    return (
-        f"shuffled in batches of {sh.batch_reports:,}: central epsilon {sh.epsilon_numerical:.4g} "
-        f"(numerical), {closed} (closed form), delta {sh.delta:.3g} (Feldman-McMillan-Talwar)"
-    )
-
-
-def _print_shuffle(msg: estimates_pb2.EstimateResponse) -> None:
+def _print_shuffle(msg: Any) -> None:
+    """Issue 17: the line of :func:`shuffle_text` under a table (nothing without a shuffler)."""
     line = shuffle_text(msg)
     if line is not None:
         out.print(Text(line))

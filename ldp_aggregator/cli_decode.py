@@ -30,6 +30,7 @@ from ldp_aggregator.cli_app import (
     ServerOpt,
     _analyst,
     _fail,
+    _print_shuffle,
     _read_lines,
     _rpc,
     answer,
@@ -86,6 +87,7 @@ def print_decode(msg: decode_pb2.DecodeRapporResponse, *, show_all: bool = False
         )
     for w in msg.warnings:
         out.print(Text.assemble(("warning:", "yellow"), " ", w))
+    _print_shuffle(msg)  # issue 17: the campaign declares a shuffler
 
 
 def decode_cmd(
@@ -170,6 +172,7 @@ def print_association(msg: decode_pb2.AssociationResponse) -> None:
     )
     for w in msg.warnings:
         out.print(Text.assemble(("warning:", "yellow"), " ", w))
+    _print_shuffle(msg)  # issue 17: the campaign declares a shuffler
 
 
 def associate_cmd(

@@ -31,7 +31,8 @@ def _table(result: DaysResult) -> object:
         title=f"a device after {cfg.days} days of daily reports "
         f"(value changes w.p. {cfg.change_probability:g} a day; {cfg.devices:,} devices)"
     )
-    for col in ("campaign", "epsilon", "epsilon_inf", "spent, value fixed", "spent: mean", "p95", "max"):
+    cols = ("campaign", "epsilon", "epsilon_inf", "spent, value fixed", "ledger, value fixed", "spent: mean")
+    for col in (*cols, "ledger: mean", "p95", "max"):
         if col == "campaign":
             table.add_column(col, overflow="fold")
         else:
@@ -43,7 +44,9 @@ def _table(result: DaysResult) -> object:
             f"{c.epsilon:.4g}",
             "inf" if math.isinf(c.epsilon_inf) else f"{c.epsilon_inf:.4g}",
             f"{c.spend_fixed[-1]:.4g}",
+            f"{c.ledger_fixed[-1]:.4g}",
             f"{c.spend_mean[-1]:.4g}",
+            f"{c.ledger_mean[-1]:.4g}",
             f"{c.spend_p95[-1]:.4g}",
             f"{c.spend_max[-1]:.4g}",
             "-" if math.isnan(c.daily_std_error) else f"{c.daily_std_error:.3g} ({c.accuracy_name})",
@@ -54,17 +57,25 @@ def _table(result: DaysResult) -> object:
             "",
             "",
             f"{result.total_fixed[-1]:.4g}",
+            "" if result.ledger is None else f"{result.ledger.total[-1]:.4g}",
             f"{result.total_mean[-1]:.4g}",
+            f"{sum(c.ledger_mean[-1] for c in result.campaigns):.4g}",
             f"<= {result.total_p95[-1]:.4g}",
             "",
             "",
         )
     eps, delta = result.tight_fixed
-    table.caption = (
+    caption = (
         f"a device whose values never change, all campaigns together: epsilon {eps:.4g} at delta {delta:.3g}"
-        " (privacy loss distributions; basic composition: "
-        f"{result.total_fixed[-1]:.4g})"
+        f" (privacy loss distributions; basic composition: {result.total_fixed[-1]:.4g})"
     )
+    if result.ledger is not None:
+        l_eps, l_delta = result.ledger.tight
+        caption += (
+            f"; the device ledger charges {result.ledger.total[-1]:.4g} (basic), {l_eps:.4g} at delta "
+            f"{l_delta:.3g} (numerical): epsilon_inf per memoized value, paid at its first report"
+        )
+    table.caption = caption
     return table
 
 

@@ -14,10 +14,17 @@ sequential composition of what it revealed:
 The device's total is the sum over campaigns (basic composition); for a device whose values never change it
 is also given as a tight (epsilon, delta) at ``delta`` by privacy loss distributions
 (:func:`ldp_client.reporter.policy.compose_numerical`, the device ledger's numerical composer: every
-report's dominating pair composed by FFT; never above the basic total). Values change with probability
-``change_probability`` per day, to a uniform value of the campaign's domain (a numeric campaign: to a new
-value, always distinct); ``devices`` simulated devices give the distribution of the spend (mean, 95th
-percentile, maximum) per day.
+report's dominating pair composed by FFT; never above the basic total).
+
+Next to it, what the device ledger *charges* (:mod:`simulations.device_ledger`: the device whose values
+never change runs through the real ``DeviceLedger``): epsilon_inf for each new memoized value at its
+first report, before it knows how many reports follow, so ``V epsilon_inf`` where the bound above is
+``min(D epsilon, V epsilon_inf)``; the same once ``D epsilon >= V epsilon_inf``. Over the simulated
+devices the ledger's charge is that rule, ``V epsilon_inf`` (fresh noise: ``D epsilon``).
+
+Values change with probability ``change_probability`` per day, to a uniform value of the campaign's domain (a
+numeric campaign: to a new value, always distinct); ``devices`` simulated devices give the distribution of the
+spend (mean, 95th percentile, maximum) per day.
 
 Accuracy: the standard error of one day's estimate from ``users`` reports, from the mechanism's variance
 (a frequency: sqrt(Var*/n) of ``spec.variance`` at a frequency near 0, Wang et al., USENIX Security 2017;
@@ -38,8 +45,8 @@ from numpy.typing import NDArray
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import make_params
-from ldp_client.reporter.policy import compose_numerical
 from ldp_client.spec import Kind
+from simulations.device_ledger import LedgerDays, device_values, ledger_days, tight_total
 
 __all__ = ["DaysCampaign", "DaysConfig", "DaysResult", "parse_campaign", "simulate_days"]
 
@@ -97,6 +104,8 @@ class CampaignDays:
     spend_mean: NDArray[np.float64]  # per day, over the simulated devices
     spend_p95: NDArray[np.float64]
     spend_max: NDArray[np.float64]
+    ledger_fixed: NDArray[np.float64]  # per day, what the device ledger charged a fixed value (real ledger)
+    ledger_mean: NDArray[np.float64]  # per day, the ledger's charge over the simulated devices
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,7 @@ class DaysResult:
     total_p95: NDArray[np.float64] = field(repr=False)
     total_fixed: NDArray[np.float64] = field(repr=False)
     tight_fixed: tuple[float, float] = (math.nan, math.nan)  # (epsilon, delta) on the last day, value fixed
+    ledger: LedgerDays | None = field(default=None, repr=False)  # the real ledger's charges, value fixed
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (the last day's figures and the per-day curves)."""
@@ -129,6 +139,8 @@ class DaysResult:
                     "spent_mean": float(c.spend_mean[-1]),
                     "spent_p95": float(c.spend_p95[-1]),
                     "spent_max": float(c.spend_max[-1]),
+                    "ledger_value_fixed": float(c.ledger_fixed[-1]),
+                    "ledger_mean": float(c.ledger_mean[-1]),
                     "daily_std_error": c.daily_std_error,
                     "accuracy": c.accuracy_name,
                     "spend_mean_by_day": c.spend_mean.tolist(),
@@ -141,6 +153,11 @@ class DaysResult:
                 "spent_mean": float(self.total_mean[-1]),
                 "spent_p95": float(self.total_p95[-1]),
                 "spend_mean_by_day": self.total_mean.tolist(),
+                "ledger_value_fixed": None if self.ledger is None else float(self.ledger.total[-1]),
+                "ledger_tight_value_fixed": None
+                if self.ledger is None
+                else {"epsilon": self.ledger.tight[0], "delta": self.ledger.tight[1]},
+                "ledger_mean": float(np.sum([c.ledger_mean[-1] for c in self.campaigns])),
             },
         }
 
@@ -209,9 +226,15 @@ def _accuracy(spec: Any, params: Any, users: int) -> tuple[str, float]:
 def simulate_days(cfg: DaysConfig) -> DaysResult:
     """The spend of every campaign per day and in total, and the daily accuracy (module docstring)."""
     rng = np.random.default_rng(cfg.seed)
-    out = []
+    out: list[CampaignDays] = []
     terms: list[tuple[float, float, int]] = []  # a fixed value's reports, for the tight total
     day_numbers = np.arange(1, cfg.days + 1, dtype=np.float64)
+    # The fixed-value device through the real device ledger (simulations.device_ledger).
+    ledger = ledger_days(
+        [c.params for c in cfg.campaigns],
+        [device_values(c.params, f"c{i}", 1) * cfg.days for i, c in enumerate(cfg.campaigns)],
+        cfg.delta,
+    )
     for campaign in cfg.campaigns:
         params = campaign.params
         spec = registry.spec_for(params)
@@ -227,6 +250,8 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
             else np.minimum(per_report[None, :], distinct * eps_inf)
         )
         fixed = per_report if math.isinf(eps_inf) else np.minimum(per_report, eps_inf)
+        # The ledger's rule over the simulated devices: epsilon_inf per new value, paid at its first report.
+        charged = np.broadcast_to(per_report, distinct.shape) if math.isinf(eps_inf) else distinct * eps_inf
         delta = float(spec.delta(params))
         if math.isinf(eps_inf) or cfg.days * eps < eps_inf:
             terms.append((eps, delta, cfg.days))
@@ -245,6 +270,8 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
                 spend_mean=spent.mean(axis=0),
                 spend_p95=np.percentile(spent, 95, axis=0),
                 spend_max=spent.max(axis=0),
+                ledger_fixed=ledger.per_campaign[len(out)],
+                ledger_mean=np.asarray(charged, dtype=np.float64).mean(axis=0),
             )
         )
     # A device's total: its campaigns' spends added; the 95th percentile of the total over devices would
@@ -255,7 +282,8 @@ def simulate_days(cfg: DaysConfig) -> DaysResult:
         total_mean=np.sum([c.spend_mean for c in out], axis=0),
         total_p95=np.sum([c.spend_p95 for c in out], axis=0),
         total_fixed=np.sum([c.spend_fixed for c in out], axis=0),
-        tight_fixed=compose_numerical(cfg.delta)(terms),
+        tight_fixed=tight_total(tuple(terms), cfg.delta),  # the ledger's numerical composer
+        ledger=ledger,
     )
 
 
@@ -272,6 +300,15 @@ def plot_days(result: DaysResult, path: str) -> None:
         ax.plot(days, c.spend_p95, linestyle="--", color=line.get_color(), linewidth=0.8)
     if len(result.campaigns) > 1:
         ax.plot(days, result.total_mean, color="black", linewidth=2, label="device total (mean)")
+    if result.ledger is not None:
+        ax.plot(
+            days,
+            result.ledger.total,
+            color="grey",
+            linestyle=":",
+            linewidth=2,
+            label="ledger's charge, value fixed",
+        )
     ax.set_xlabel("day")
     ax.set_ylabel("epsilon spent (basic composition)")
     ax.set_title(

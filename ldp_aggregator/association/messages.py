@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ldp_aggregator.association.results import AssociationResult
 from ldp_aggregator.estimators import normal_quantile
+from ldp_aggregator.shuffle_view import shuffle_to_dict, shuffle_to_proto
 
 if TYPE_CHECKING:
     from ldp_aggregator._proto.ldp.v1 import decode_pb2
@@ -33,6 +34,7 @@ def association_to_proto(result: AssociationResult, campaign_id: str) -> decode_
         warnings=list(result.warnings),
         epsilon=result.epsilon,
     )
+    shuffle_to_proto(result.shuffle, msg.shuffle)  # issue 17: the campaign declares a shuffler
     U, V = result.joint.shape
     msg.cells.extend(
         decode_pb2.AssociationCell(
@@ -83,7 +85,7 @@ def association_response_to_dict(msg: decode_pb2.AssociationResponse) -> dict[st
         ]
 
     ncol = len(msg.col_labels)
-    return {
+    out: dict[str, Any] = {
         "campaign_id": msg.campaign_id,
         "n_reports": msg.n_reports,
         "confidence": msg.confidence,
@@ -123,3 +125,7 @@ def association_response_to_dict(msg: decode_pb2.AssociationResponse) -> dict[st
         "converged": msg.converged,
         "warnings": list(msg.warnings),
     }
+    shuffled = shuffle_to_dict(msg)  # issue 17: the central guarantee of one shuffled batch
+    if shuffled is not None:
+        out["shuffle"] = shuffled
+    return out

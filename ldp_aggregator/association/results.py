@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from ldp_client.accounting.shuffle import ShuffleAmplification
 from ldp_client.errors import LdpError
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class AssociationResult:
         log_likelihood, log_likelihood_independent: maximised log-likelihoods (joint, product model).
         lr_statistic, df, p_value: likelihood-ratio test of independence.
         iterations: EM steps of the joint fit; converged: whether it met the tolerance.
+        shuffle: issue 17, the central guarantee of one shuffled batch when the campaign declares a
+            shuffler (set by ``associate_campaign``; None otherwise).
     """
 
     n: int
@@ -78,6 +81,7 @@ class AssociationResult:
     iterations: int
     converged: bool
     warnings: tuple[str, ...]
+    shuffle: ShuffleAmplification | None = None
 
     def cell(self, row: str, col: str) -> tuple[float, float]:
         """(proportion, standard error) of one cell, by labels; KeyError if absent."""

@@ -5,6 +5,7 @@ or its retained raw reports (identical reports merged with a weight) with a stri
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -21,6 +22,7 @@ from ldp_aggregator.association.results import (
 )
 from ldp_aggregator.estimators import NoReportsError, _check_candidates
 from ldp_aggregator.paired_accumulator import PairedAccumulator
+from ldp_aggregator.shuffle_view import campaign_shuffle
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms.paired import PairedParams, paired_side_id, side_spec
 from ldp_client.mechanisms.rappor.params import RapporParams
@@ -232,7 +234,7 @@ def associate_campaign(
         side_likelihood(p, c, campaign_id=paired_side_id(cid, side), candidates=cands)
         for side, p, c, cands in zip(_SIDES, params.sides, (first_cols, second_cols), side_cands, strict=True)
     ]
-    return estimate_association(
+    result = estimate_association(
         params,
         sides[0],
         sides[1],
@@ -242,3 +244,4 @@ def associate_campaign(
         tolerance=tolerance,
         warnings=warns,
     )
+    return replace(result, shuffle=campaign_shuffle(info))  # issue 17: None without a shuffler

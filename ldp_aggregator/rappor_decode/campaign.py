@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.rappor_decode.direct import decode_direct
 from ldp_aggregator.rappor_decode.results import Correction, DecodeResult
 from ldp_aggregator.rappor_decode.string_decode import decode_rappor
+from ldp_aggregator.shuffle_view import campaign_shuffle, shuffle_to_dict, shuffle_to_proto
 from ldp_client import registry
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms.rappor.spec_base import RapporFamilySpec
@@ -142,6 +144,7 @@ def decode_to_proto(result: DecodeResult, campaign_id: str) -> decode_pb2.Decode
         n_detected=result.n_detected,
         n_selected=result.n_selected,
     )
+    shuffle_to_proto(result.shuffle, msg.shuffle)  # issue 17: the campaign declares a shuffler
     if result.residuals is not None:
         r = result.residuals
         msg.residuals.CopyFrom(
@@ -234,6 +237,9 @@ def decode_response_to_dict(msg: decode_pb2.DecodeRapporResponse) -> dict[str, A
             "max_abs_residual": r.max_abs_residual,
             "rows": r.rows,
         }
+    shuffled = shuffle_to_dict(msg)  # issue 17: the central guarantee of one shuffled batch
+    if shuffled is not None:
+        out["shuffle"] = shuffled
     return out
 
 
@@ -269,7 +275,7 @@ def decode_campaign(
                 "against a dictionary)",
             )
         candidates = chosen
-    return decode(
+    result = decode(
         params,
         acc,
         campaign_id=info.campaign_id,
@@ -279,3 +285,4 @@ def decode_campaign(
         correction=correction,
         selection_z=selection_z,
     )
+    return replace(result, shuffle=campaign_shuffle(info))  # issue 17: None without a shuffler

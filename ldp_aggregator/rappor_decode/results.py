@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ldp_client.accounting.shuffle import ShuffleAmplification
 from ldp_client.errors import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -104,6 +105,9 @@ class DecodeResult:
     selection_lambda: float | None
     residuals: ResidualDiagnostics | None
     warnings: tuple[str, ...]
+    shuffle: ShuffleAmplification | None = None
+    """Issue 17: the central guarantee of one shuffled batch when the campaign declares a shuffler (set by
+    ``decode_campaign``; None otherwise)."""
 
     @property
     def n_detected(self) -> int:

@@ -32,9 +32,9 @@ from ldp_client.reporter.ledger import (
     memo_key,
     memo_scope,
     pause_after_spend_for_tests,
+    report_cost,
 )
 from ldp_client.reporter.outbox import Batch, Outbox, Segment, params_fingerprint
-from ldp_client.reporter.policy import ReportCost
 from ldp_client.reporter.settings import BATCH_OVERHEAD_BYTES, ReporterSettings
 from ldp_client.reporter.stats import Counters, Discard, DiscardReason, State
 from ldp_client.secret import ClientSecret
@@ -154,13 +154,7 @@ class ReporterState:
         if ledger is None:  # pragma: no cover - the Reporter acquires it before any encoder exists
             raise RuntimeError("the device ledger is not open")
         cid = self.campaign_id
-        cost = ReportCost(
-            epsilon=float(params.epsilon),
-            delta=float(wire.delta(params)),
-            epsilon_inf=float(wire.epsilon_inf(params)),
-            fingerprint=params_fingerprint(params),
-            max_reports=registry.spec_for(params).reports_per_device,
-        )
+        cost = report_cost(params)
         plan = ledger.plan(cid, cost, self._policy)
         if not plan.memoized and not plan.checks:
             # Fresh noise and no cap to check: nothing can be refused, so the charge is made where it must

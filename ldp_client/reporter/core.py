@@ -18,7 +18,7 @@ import grpc
 
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
-from ldp_client.errors import LdpError, StateFileError
+from ldp_client.errors import InvalidParameterError, LdpError, StateFileError
 from ldp_client.reporter.base import StopThreadError, logger
 from ldp_client.reporter.campaign import encoder_for, load_cached, load_pinned
 from ldp_client.reporter.fetching import CampaignFetching
@@ -73,7 +73,9 @@ class Reporter(CampaignFetching, BatchSending):
         budget: the caps on the device's total spend (:class:`~ldp_client.reporter.policy.BudgetPolicy`:
             lifetime, rolling window, this campaign), checked against the device ledger
             ``state_dir/ledger/`` before each value is encoded; default: no cap (the spend is still
-            recorded, :meth:`privacy_spend`).
+            recorded, :meth:`privacy_spend`). Its ``composition`` chooses how the charges add up:
+            ``"basic"`` (default), ``"advanced"`` or ``"numerical"`` (the tight accountant, privacy loss
+            distributions; ``docs/client.md``).
 
     Raises:
         InvalidParameterError: an argument out of range, or an unreadable or invalid ``campaign`` file.
@@ -137,7 +139,15 @@ class Reporter(CampaignFetching, BatchSending):
         self._lock_fd = self._outbox.lock()
 
         try:
-            self._ledger = DeviceLedger.acquire(self._state_dir)
+            wanted = self._policy.composer()  # BudgetPolicy.composition: basic, advanced or numerical
+            self._ledger = DeviceLedger.acquire(self._state_dir, compose=wanted)
+            if self._ledger.compose is not wanted:
+                raise InvalidParameterError(
+                    "budget.composition",
+                    self._policy.composition,
+                    "the composition of the device ledger another reporter of this process opened on this "
+                    "state_dir (one ledger per device: every reporter on it must choose the same)",
+                )
             cache = self._dir / CAMPAIGN_CACHE
             start = pinned or (load_cached(cache, self._budget) if use_cached_campaign else None)
             if start is not None:

@@ -48,8 +48,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Final, NoReturn
 
 import ldp_client.reporter.policy as policy_module
+from ldp_client import registry, wire
 from ldp_client.errors import BudgetExceededError, StateFileError
-from ldp_client.reporter.outbox import fsync_dir, read_records, record, write_all
+from ldp_client.params import MechanismParams
+from ldp_client.reporter.outbox import fsync_dir, params_fingerprint, read_records, record, write_all
 from ldp_client.reporter.policy import (
     MAX_WINDOW_SECONDS,
     BudgetPolicy,
@@ -75,6 +77,18 @@ MEMO_KEY_LABEL: Final = b"ldp-client/ledger/memo-key/v1"
 #: Test-only: the path of a file the reporter's thread creates once it has persisted a spend and before it
 #: journals the reports, then waits there forever (the fault test kills the process at that point).
 PAUSE_AFTER_SPEND_ENV: Final = "LDP_CLIENT_TEST_PAUSE_AFTER_SPEND"
+
+
+def report_cost(params: MechanismParams) -> ReportCost:
+    """What one report of a campaign with ``params`` costs the device (recomputed from the parameters, with
+    the code the encoders use): the Reporter's charge, and ``ldp-sim days``'s simulated device's."""
+    return ReportCost(
+        epsilon=float(params.epsilon),
+        delta=float(wire.delta(params)),
+        epsilon_inf=float(wire.epsilon_inf(params)),
+        fingerprint=params_fingerprint(params),
+        max_reports=registry.spec_for(params).reports_per_device,
+    )
 
 
 def _lp(data: bytes) -> bytes:
@@ -264,6 +278,11 @@ class DeviceLedger:
                 cls._registry[directory] = ledger
             ledger._refs += 1
             return ledger
+
+    @property
+    def compose(self) -> Composer:
+        """The composition rule of this ledger's totals (chosen by its first acquirer in the process)."""
+        return self._compose
 
     def release(self) -> None:
         """Drop one reference; the last one persists what is pending and closes the log (lock released)."""

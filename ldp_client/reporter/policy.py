@@ -25,10 +25,11 @@ the total: the ledger calls whatever composer it is given with the terms of a sc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from ldp_client.accounting.composition import (
     advanced_composition_counts,
@@ -103,10 +104,35 @@ def compose_numerical(delta: float, *, step: float = 1e-3) -> Composer:
     return compose
 
 
-#: THE SEAM: the composition rule of every device ledger a Reporter opens (``DeviceLedger.acquire``'s
-#: default). Basic composition until an accountant's rule (advanced composition, a numerical accountant)
-#: replaces it here; the ledger then checks the caps against that rule's totals.
+#: THE SEAM: the composition rule of a device ledger opened without one (``DeviceLedger.acquire``'s
+#: default, and a Reporter's whose ``BudgetPolicy.composition`` is ``"basic"``). An app chooses another
+#: rule with ``BudgetPolicy(composition="advanced" | "numerical")``; the ledger then checks the caps
+#: against that rule's totals.
 DEVICE_COMPOSER: Composer = compose_basic
+
+Composition = Literal["basic", "advanced", "numerical"]
+COMPOSITIONS: Final = ("basic", "advanced", "numerical")
+#: ``BudgetPolicy.composition_delta``'s default: the delta the tight accountants add to a device's total.
+DEFAULT_COMPOSITION_DELTA: Final = 1e-9
+
+
+def composer_named(composition: Composition, delta: float = DEFAULT_COMPOSITION_DELTA) -> Composer:
+    """The composer of a ``BudgetPolicy.composition``: :data:`DEVICE_COMPOSER` for ``"basic"``,
+    :func:`compose_advanced` (``delta`` as its delta') or :func:`compose_numerical` (``delta`` as its
+    target). The same choice gives the same object (cached), so that a ledger shared by two reporters can
+    compare them by identity."""
+    if composition == "basic":
+        return DEVICE_COMPOSER  # read when called: the seam can be replaced
+    return _tight_composer(composition, delta)
+
+
+@functools.lru_cache(maxsize=64)
+def _tight_composer(composition: Composition, delta: float) -> Composer:
+    if composition == "advanced":
+        return compose_advanced(delta)
+    if composition == "numerical":
+        return compose_numerical(delta)
+    raise InvalidParameterError("budget.composition", composition, f"one of {', '.join(COMPOSITIONS)}")
 
 
 def to_units_up(x: float) -> int:
@@ -147,6 +173,14 @@ class BudgetPolicy:
             ``window_seconds`` (a rolling window, e.g. a day as Apple publishes its budgets).
         window_seconds: the window's length (default one day; at most a year).
         campaign_epsilon, campaign_delta: the total of the reporter's own campaign, all time.
+        composition: how the device's charges add up before they are compared with the caps (and in
+            ``Reporter.privacy_spend()``): ``"basic"`` (default; sums, Dwork-Roth Theorem 3.16),
+            ``"advanced"`` (Dwork-Rothblum-Vadhan at delta' = ``composition_delta``) or ``"numerical"``
+            (the tight accountant: privacy loss distributions, the epsilon at ``composition_delta``; needs
+            numpy). Each is never looser than basic composition. One ledger per ``state_dir``: every
+            reporter of a process on it must choose the same.
+        composition_delta: the delta the advanced or numerical rule adds to the device's total (default
+            1e-9); a delta cap set with them must be at least this (their totals carry it).
     """
 
     lifetime_epsilon: float | None = None
@@ -156,6 +190,8 @@ class BudgetPolicy:
     window_seconds: float = 86400.0
     campaign_epsilon: float | None = None
     campaign_delta: float | None = None
+    composition: Composition = "basic"
+    composition_delta: float = DEFAULT_COMPOSITION_DELTA
 
     def __post_init__(self) -> None:
         for name in ("lifetime_epsilon", "window_epsilon", "campaign_epsilon"):
@@ -167,6 +203,29 @@ class BudgetPolicy:
             raise InvalidParameterError(
                 "budget.window_seconds", w, f"a number of seconds in (0, {MAX_WINDOW_SECONDS:.0f}]"
             )
+        if self.composition not in COMPOSITIONS:
+            raise InvalidParameterError(
+                "budget.composition", self.composition, f"one of {', '.join(COMPOSITIONS)}"
+            )
+        d = self.composition_delta
+        if isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < 1:
+            raise InvalidParameterError(
+                "budget.composition_delta", d, "a number in (0, 1) (the delta the accountant adds)"
+            )
+        if self.composition != "basic":
+            for name in ("lifetime_delta", "window_delta", "campaign_delta"):
+                cap = getattr(self, name)
+                if cap is not None and cap < d:
+                    raise InvalidParameterError(
+                        f"budget.{name}",
+                        cap,
+                        f"None or at least budget.composition_delta = {d:g} (the {self.composition} "
+                        "accountant's totals carry that delta)",
+                    )
+
+    def composer(self) -> Composer:
+        """The composition rule of :attr:`composition` (:func:`composer_named`)."""
+        return composer_named(self.composition, float(self.composition_delta))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ and a key (the bytes naming what is memoized: a value index, a grid point, or em
 A Bernoulli(T / 2**32) coin is ``word < T``; a uniform integer below n is Lemire's method on the words
 (:func:`ldp_client.randomness.uniform_below`'s rule, drawing the next word on a rejection), so every
 memoized coin has exactly the probability the exact enumerations of the tests assume. A mechanism's label
-and key layout are pinned by golden vectors (``tests/ldp_client/mechanisms/test_longitudinal_memo.py``): a
+and key layout are pinned by golden vectors (``tests/ldp_client/mechanisms/test_longitudinal.py``): a
 change between releases would give every device fresh coins.
 
 Importing this module does not import numpy.

@@ -24,6 +24,24 @@ def test_closed_form_at_the_issue_point() -> None:
     assert S.numerical_epsilon(10**6, 4.0, 1e-6) <= 0.20  # the numerical bound is well inside
 
 
+def test_closed_form_at_the_issue_point_by_hand() -> None:
+    """Feldman, McMillan, Talwar, "Hiding Among the Clones" (FOCS 2021), Theorem 3.1 at n = 10^6,
+    eps0 = 4, delta = 10^-6, worked by hand (four-figure tables suffice):
+
+        condition: eps0 <= ln(n / (16 ln(2/delta))) = ln(10^6 / (16 x 14.5087)) = ln(4307.7) = 8.368: holds;
+        e^4 = 54.598;  ln(4/delta) = ln(4 x 10^6) = 15.2018;  e^4 ln(4/delta) = 829.99;  sqrt = 28.810;
+        8 x 28.810 / sqrt(10^6) = 0.23048;  8 e^4 / 10^6 = 0.00044;  sum = 0.23092;
+        (e^4 - 1) / (e^4 + 1) = 53.598 / 55.598 = 0.96403;  product = 0.22261;
+        eps = ln(1 + 0.22261) = 0.20099, i.e. 0.2010.
+
+    The issue's "at most 0.20" is this figure to two places (0.2010 > 0.20): the closed form gives 0.2010;
+    the numerical bound of their section 5 gives 0.0494 (docs/privacy-accounting.md).
+    """
+    assert abs(S.closed_form_epsilon(10**6, 4.0, 1e-6) - 0.2010) < 1e-4
+    assert abs(S.closed_form_epsilon(10**6, 4.0, 1e-6) - 0.20099) < 1e-5
+    assert abs(S.numerical_epsilon(10**6, 4.0, 1e-6) - 0.0494) < 1e-4
+
+
 def test_closed_form_condition() -> None:
     # eps0 <= ln(n / (16 ln(2/delta))): 8.368 at n = 1e6, delta = 1e-6.
     assert S.closed_form_applies(10**6, 8.36, 1e-6)

@@ -15,6 +15,7 @@ import google.protobuf.descriptor
 import google.protobuf.internal.containers
 import google.protobuf.internal.enum_type_wrapper
 import google.protobuf.message
+import ldp_aggregator._proto.ldp.v1.estimates_pb2
 import sys
 import typing
 
@@ -208,6 +209,7 @@ class DecodeRapporResponse(google.protobuf.message.Message):
     WARNINGS_FIELD_NUMBER: builtins.int
     N_DETECTED_FIELD_NUMBER: builtins.int
     N_SELECTED_FIELD_NUMBER: builtins.int
+    SHUFFLE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     mechanism: builtins.str
     """"rappor", "basic-rappor" or "boolean-rappor"."""
@@ -250,6 +252,12 @@ class DecodeRapporResponse(google.protobuf.message.Message):
     def warnings(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
         """What the analyst should know: more candidates than identifiable, aliased candidates, empty cohorts, ..."""
 
+    @property
+    def shuffle(self) -> ldp_aggregator._proto.ldp.v1.estimates_pb2.ShuffleAmplification:
+        """Issue 17: the central (epsilon, delta) of one shuffled batch, when the campaign declares a shuffler
+        (Campaign.shuffler), as in EstimateResponse.shuffle. Unset otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -275,9 +283,10 @@ class DecodeRapporResponse(google.protobuf.message.Message):
         warnings: collections.abc.Iterable[builtins.str] | None = ...,
         n_detected: builtins.int = ...,
         n_selected: builtins.int = ...,
+        shuffle: ldp_aggregator._proto.ldp.v1.estimates_pb2.ShuffleAmplification | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["residuals", b"residuals"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["allocated_mass", b"allocated_mass", "alpha", b"alpha", "campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "correction", b"correction", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "explained_mass", b"explained_mass", "mechanism", b"mechanism", "method", b"method", "n_detected", b"n_detected", "n_reports", b"n_reports", "n_selected", b"n_selected", "residuals", b"residuals", "selection_lambda", b"selection_lambda", "threshold_count", b"threshold_count", "threshold_proportion", b"threshold_proportion", "threshold_z", b"threshold_z", "unexplained_mass", b"unexplained_mass", "unexplained_mass_se", b"unexplained_mass_se", "warnings", b"warnings"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["residuals", b"residuals", "shuffle", b"shuffle"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["allocated_mass", b"allocated_mass", "alpha", b"alpha", "campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "correction", b"correction", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "explained_mass", b"explained_mass", "mechanism", b"mechanism", "method", b"method", "n_detected", b"n_detected", "n_reports", b"n_reports", "n_selected", b"n_selected", "residuals", b"residuals", "selection_lambda", b"selection_lambda", "shuffle", b"shuffle", "threshold_count", b"threshold_count", "threshold_proportion", b"threshold_proportion", "threshold_z", b"threshold_z", "unexplained_mass", b"unexplained_mass", "unexplained_mass_se", b"unexplained_mass_se", "warnings", b"warnings"]) -> None: ...
 
 global___DecodeRapporResponse = DecodeRapporResponse
 
@@ -423,6 +432,7 @@ class AssociationResponse(google.protobuf.message.Message):
     CONVERGED_FIELD_NUMBER: builtins.int
     WARNINGS_FIELD_NUMBER: builtins.int
     EPSILON_FIELD_NUMBER: builtins.int
+    SHUFFLE_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     n_reports: builtins.int
     confidence: builtins.float
@@ -458,6 +468,12 @@ class AssociationResponse(google.protobuf.message.Message):
     def second(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___MarginalEstimate]: ...
     @property
     def warnings(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]: ...
+    @property
+    def shuffle(self) -> ldp_aggregator._proto.ldp.v1.estimates_pb2.ShuffleAmplification:
+        """Issue 17: the central (epsilon, delta) of one shuffled batch of paired reports (eps0 = epsilon), when
+        the campaign declares a shuffler (Campaign.shuffler), as in EstimateResponse.shuffle. Unset otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -480,7 +496,9 @@ class AssociationResponse(google.protobuf.message.Message):
         converged: builtins.bool = ...,
         warnings: collections.abc.Iterable[builtins.str] | None = ...,
         epsilon: builtins.float = ...,
+        shuffle: ldp_aggregator._proto.ldp.v1.estimates_pb2.ShuffleAmplification | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "cells", b"cells", "col_labels", b"col_labels", "confidence", b"confidence", "converged", b"converged", "df", b"df", "epsilon", b"epsilon", "first", b"first", "first_mechanism", b"first_mechanism", "iterations", b"iterations", "log_likelihood", b"log_likelihood", "log_likelihood_independent", b"log_likelihood_independent", "lr_statistic", b"lr_statistic", "n_reports", b"n_reports", "p_value", b"p_value", "row_labels", b"row_labels", "second", b"second", "second_mechanism", b"second_mechanism", "warnings", b"warnings"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["shuffle", b"shuffle"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "cells", b"cells", "col_labels", b"col_labels", "confidence", b"confidence", "converged", b"converged", "df", b"df", "epsilon", b"epsilon", "first", b"first", "first_mechanism", b"first_mechanism", "iterations", b"iterations", "log_likelihood", b"log_likelihood", "log_likelihood_independent", b"log_likelihood_independent", "lr_statistic", b"lr_statistic", "n_reports", b"n_reports", "p_value", b"p_value", "row_labels", b"row_labels", "second", b"second", "second_mechanism", b"second_mechanism", "shuffle", b"shuffle", "warnings", b"warnings"]) -> None: ...
 
 global___AssociationResponse = AssociationResponse

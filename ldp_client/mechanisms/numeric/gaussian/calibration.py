@@ -16,16 +16,17 @@ declared in [lo, hi] has s = hi - lo, a vector of L2 norm at most B has s = 2 B)
   as sigma grows, so :func:`analytic_sigma` finds the smallest sigma meeting it by bisection (the
   paper's own algorithm searches the same monotone function; bisection to one ulp gives the same sigma).
 
-Reference values (computed independently with scipy's ``norm.logcdf`` and ``brentq`` to 1e-14 in
-``tests/ldp_client/mechanisms/test_gaussian_calibration.py``; s = 1):
+Reference values (s = 1; checked to the digits shown, against the paper's Algorithm 1 computed
+independently in mpmath at 50 digits and against Google's ``dp_accounting.get_sigma_gaussian``, in
+``tests/ldp_client/mechanisms/test_gaussian_calibration.py``):
 
 =========  ========  ==================  ==================
 epsilon    delta     analytic sigma      classical sigma
 =========  ========  ==================  ==================
-0.1        1e-5      29.9478...          48.4481...
-0.5        1e-6      7.4350...           10.5157...
-1.0        1e-5      3.7305...           (epsilon >= 1: none)
-4.0        1e-9      1.5084...           (none)
+0.1        1e-5      30.7495...          48.4480...
+0.5        1e-6      8.0576...           10.5976...
+1.0        1e-5      3.7306...           (epsilon >= 1: none)
+4.0        1e-9      1.4878...           (none)
 =========  ========  ==================  ==================
 
 Numerics: Phi through ``math.erfc`` (relative accuracy ~1e-15 down to 1e-300), and the difference as
