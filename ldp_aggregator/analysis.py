@@ -25,6 +25,7 @@ from ldp_aggregator.estimators import (
 )
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
+from ldp_aggregator.key_values import key_values_to_dict
 from ldp_aggregator.ranges import ranges_to_dict
 from ldp_client import registry, wire
 from ldp_client.accounting.shuffle import ShuffleAmplification, amplify
@@ -483,4 +484,5 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
             for m in msg.means
         ]
     out.update(ranges_to_dict(msg))  # issue 18: range mechanisms' ranges and quantiles
+    out.update(key_values_to_dict(msg))  # issue 18: key-value mechanisms' keys
     return out
