@@ -564,7 +564,7 @@ class PCKVSpec(MechanismSpec[PCKVParams]):
     def key_value_counts(self, params: PCKVParams, acc: Any) -> KeyValueCounts | None:
         import numpy as np
 
-        counts = np.asarray(acc.counts, dtype=np.int64)[: 2 * params.domain.size]
+        counts = np.asarray(acc.counts, dtype=np.float64)[: 2 * params.domain.size]  # exact below 2^53
         return KeyValueCounts(
             labels=self.items(params),
             n=int(acc.n),
