@@ -3,7 +3,7 @@
 :class:`KeyValuePopulation`: each user holds 1 to ``max_keys`` distinct keys of d, drawn with Zipf(s)
 weights without replacement (Gumbel top-k), and for each key k a value ``lo + (hi - lo) B`` with
 B ~ Beta(kappa mu_k, kappa (1 - mu_k)), so key k's value has the known mean ``lo + (hi - lo) mu_k``, mu_k
-spread evenly over [0.2, 0.8] (the value spec ``kv-zipf:S[,keys=K][,kappa=C]``).
+spread evenly over [mu_lo, mu_hi] = [0.2, 0.8] by default (the value spec ``kv-zipf:S[,keys=K][,kappa=C]``).
 
 :func:`simulate_key_values` draws the population afresh for every repeat, encodes every report with the
 vectorised batch encoder (PCKV has no exact sampler of its sums, so ``sum`` encodes every report too),
@@ -57,17 +57,21 @@ class KeyValuePopulation:
     kappa: float = 4.0
     lo: float = -1.0
     hi: float = 1.0
+    mu_lo: float = 0.2
+    mu_hi: float = 0.8
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_keys <= self.d:
             raise InvalidParameterError("keys", self.max_keys, f"an integer in [1, d={self.d}]")
+        if not 0.0 < self.mu_lo <= self.mu_hi < 1.0:
+            raise InvalidParameterError("mu_hi", self.mu_hi, f"0 < mu_lo <= mu_hi < 1 (mu_lo={self.mu_lo})")
         if not (math.isfinite(self.s) and self.s >= 0 and math.isfinite(self.kappa) and self.kappa > 0):
             raise InvalidParameterError("population", f"s={self.s}, kappa={self.kappa}", "s >= 0 and kappa > 0")
 
     @property
     def mu(self) -> NDArray[np.float64]:
-        """Each key's mean value on [0, 1]: evenly over [0.2, 0.8]."""
-        return np.linspace(0.2, 0.8, self.d)
+        """Each key's mean value on [0, 1]: evenly over [mu_lo, mu_hi]."""
+        return np.linspace(self.mu_lo, self.mu_hi, self.d)
 
     @property
     def means(self) -> NDArray[np.float64]:
