@@ -23,9 +23,9 @@ from ldp_aggregator.estimators import (
     estimate_rappor_bits,
     estimate_rappor_candidates,
 )
+from ldp_aggregator.key_values import key_values_to_dict
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
-from ldp_aggregator.key_values import key_values_to_dict
 from ldp_aggregator.ranges import ranges_to_dict
 from ldp_client import registry, wire
 from ldp_client.accounting.shuffle import ShuffleAmplification, amplify

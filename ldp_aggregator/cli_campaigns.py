@@ -36,8 +36,8 @@ from ldp_aggregator.cli_app import (
 from ldp_aggregator.cli_common import EXIT_UNAVAILABLE, param_error_text, print_json
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
-from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.key_values import key_values_to_proto
+from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.ranges import add_to_proto, parse_range
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
 from ldp_aggregator.store import StoreLockedError

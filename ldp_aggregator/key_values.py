@@ -85,12 +85,12 @@ class _Arrays:
 
 def _estimate_arrays(kv: KeyValueCounts) -> _Arrays:
     """F_hat, Var[F_hat], m_hat and the delta-method Var[m_hat] of every key (module docstring)."""
-    n, l, a, b, q = kv.n, kv.padding, kv.a, kv.b, kv.q
+    n, pad, a, b, q = kv.n, kv.padding, kv.a, kv.b, kv.q
     n1 = np.asarray(kv.positive, dtype=np.float64)
     n2 = np.asarray(kv.negative, dtype=np.float64)
-    p1 = q + (a - q) / l
-    beta = l / (a - q)
-    c = a * (2.0 * b - 1.0) / l
+    p1 = q + (a - q) / pad
+    beta = pad / (a - q)
+    c = a * (2.0 * b - 1.0) / pad
     count = beta * (n1 + n2 - n * q)
     s_hat = (n1 - n2) / c
     f = np.clip(count, 0.0, float(n))
@@ -104,7 +104,9 @@ def _estimate_arrays(kv: KeyValueCounts) -> _Arrays:
         var_d = f * p1 + (n - f) * q - c * c * sum_sq
         var_s = var_d / (c * c)
         cov_sf = beta * (1.0 - p1) * s
-        mean_var = np.where(count > 0, (var_s - 2.0 * m * cov_sf + m * m * count_var) / (count * count), np.nan)
+        mean_var = np.where(
+            count > 0, (var_s - 2.0 * m * cov_sf + m * m * count_var) / (count * count), np.nan
+        )
     return _Arrays(count=count, count_var=count_var, mean=mean, mean_var=np.maximum(mean_var, 0.0))
 
 

@@ -472,10 +472,14 @@ class Aggregator:
         acc = self.store.accumulator(campaign_id)
         return ranges.campaign_ranges(campaign.info.params, acc, ranges_, quantiles, confidence)
 
-    def estimate_key_values(self, campaign_id: str, confidence: float = 0.95) -> key_values.KeyValueEstimates | None:
+    def estimate_key_values(
+        self, campaign_id: str, confidence: float = 0.95
+    ) -> key_values.KeyValueEstimates | None:
         """Each key's frequency and mean of a key-value campaign (issue 18), None for another mechanism."""
         campaign = self._campaign(campaign_id)
-        return key_values.campaign_key_values(campaign.info.params, self.store.accumulator(campaign_id), confidence)
+        return key_values.campaign_key_values(
+            campaign.info.params, self.store.accumulator(campaign_id), confidence
+        )
 
     def estimate_note(self, campaign_id: str, candidates: Sequence[str]) -> str:
         """Why an estimate's ``items`` is empty although the mechanism estimates items ("" if not)."""

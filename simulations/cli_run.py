@@ -505,7 +505,9 @@ def _run_key_values(
     from simulations.key_values import parse_key_value_population, simulate_key_values
 
     try:
-        params = make_params(mechanism, epsilon=epsilon, domain=domain, fields=dict(_parse_params(param or [])))
+        params = make_params(
+            mechanism, epsilon=epsilon, domain=domain, fields=dict(_parse_params(param or []))
+        )
         if not isinstance(params, PCKVParams):
             raise InvalidParameterError("population", population, "a key-value mechanism (pckv) for kv-zipf")
         pop = parse_key_value_population(population, params.domain.size, params.lo, params.hi)
@@ -523,8 +525,9 @@ def _run_key_values(
             table.add_column(col, justify="left" if col == "key" else "right")
         for k in doc["keys"]:
             table.add_row(
-                k["key"], f"{k['true_frequency']:.4f}", f"{k['frequency']:.4f}", f"{k['frequency_std_error']:.4f}",
-                f"{k['true_mean']:.4g}", f"{k['mean']:.4g}", f"{k['mean_std_error']:.3g}",
+                k["key"], f"{k['true_frequency']:.4f}", f"{k['frequency']:.4f}",
+                f"{k['frequency_std_error']:.4f}", f"{k['true_mean']:.4g}", f"{k['mean']:.4g}",
+                f"{k['mean_std_error']:.3g}",
             )  # fmt: skip
         out = _out()
         out.print(table)

@@ -1,4 +1,4 @@
-"""Key-value simulations (issue 18): a seeded key-value population and PCKV runs in sum, report and grpc modes.
+"""Key-value simulations (issue 18): a seeded key-value population; PCKV runs in sum, report and grpc modes.
 
 :class:`KeyValuePopulation`: each user holds 1 to ``max_keys`` distinct keys of d, drawn with Zipf(s)
 weights without replacement (Gumbel top-k), and for each key k a value ``lo + (hi - lo) B`` with
@@ -16,10 +16,11 @@ ratio and the coverage of the intervals (:func:`key_value_metrics`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -66,7 +67,9 @@ class KeyValuePopulation:
         if not 0.0 < self.mu_lo <= self.mu_hi < 1.0:
             raise InvalidParameterError("mu_hi", self.mu_hi, f"0 < mu_lo <= mu_hi < 1 (mu_lo={self.mu_lo})")
         if not (math.isfinite(self.s) and self.s >= 0 and math.isfinite(self.kappa) and self.kappa > 0):
-            raise InvalidParameterError("population", f"s={self.s}, kappa={self.kappa}", "s >= 0 and kappa > 0")
+            raise InvalidParameterError(
+                "population", f"s={self.s}, kappa={self.kappa}", "s >= 0 and kappa > 0"
+            )
 
     @property
     def mu(self) -> NDArray[np.float64]:
@@ -78,13 +81,19 @@ class KeyValuePopulation:
         """Each key's expected value in [lo, hi]."""
         return self.lo + (self.hi - self.lo) * self.mu
 
-    def sample(self, n: int, padding: int, rng: np.random.Generator) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    def sample(
+        self, n: int, padding: int, rng: np.random.Generator
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """``n`` users: keys (n, padding) with -1 in unused slots, values (n, padding) (0 where unused)."""
         if self.max_keys > padding:
             raise InvalidParameterError("keys", self.max_keys, f"at most the campaign's padding {padding}")
         logw = -self.s * np.log(np.arange(1, self.d + 1, dtype=np.float64))
         gumbel = logw + rng.gumbel(size=(n, self.d))
-        top = np.argpartition(-gumbel, self.max_keys - 1, axis=1)[:, : self.max_keys] if self.max_keys < self.d else np.tile(np.arange(self.d), (n, 1))
+        top = (
+            np.argpartition(-gumbel, self.max_keys - 1, axis=1)[:, : self.max_keys]
+            if self.max_keys < self.d
+            else np.tile(np.arange(self.d), (n, 1))
+        )
         held = rng.integers(1, self.max_keys + 1, size=n)
         keys = np.full((n, padding), -1, dtype=np.int64)
         used = np.arange(self.max_keys)[None, :] < held[:, None]
@@ -93,11 +102,15 @@ class KeyValuePopulation:
         values = self.lo + (self.hi - self.lo) * rng.beta(self.kappa * mu, self.kappa * (1.0 - mu))
         return keys, np.where(keys >= 0, values, 0.0)
 
-    def truth(self, keys: NDArray[np.int64], values: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    def truth(
+        self, keys: NDArray[np.int64], values: NDArray[np.float64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """(users holding each key, sum of their values) of a sample."""
         held = keys >= 0
         k = keys[held]
-        return np.bincount(k, minlength=self.d), np.bincount(k, weights=values[held], minlength=self.d)
+        counts = np.bincount(k, minlength=self.d).astype(np.int64)
+        sums: NDArray[np.float64] = np.bincount(k, weights=values[held], minlength=self.d).astype(np.float64)
+        return counts, sums
 
 
 def parse_key_value_population(spec: str, d: int, lo: float, hi: float) -> KeyValuePopulation:
@@ -135,7 +148,9 @@ def key_value_metrics(
     }
 
 
-def _accumulate(params: PCKVParams, pop: KeyValuePopulation, n: int, rng: np.random.Generator, sink: Any) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+def _accumulate(
+    params: PCKVParams, pop: KeyValuePopulation, n: int, rng: np.random.Generator, sink: Any
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Draw, encode and hand to ``sink`` n users' reports in chunks; returns the truth (counts, sums)."""
     enc = PCKVEncoder(params)
     counts = np.zeros(pop.d, dtype=np.int64)
@@ -152,21 +167,31 @@ def _accumulate(params: PCKVParams, pop: KeyValuePopulation, n: int, rng: np.ran
     return counts, sums
 
 
+def _add(acc: Any, params: Any, columns: Any, _offset: int) -> None:
+    """The report runner's sink: add a chunk's reports to the accumulator as the server does."""
+    add_columns(acc, params, columns)
+
+
 @contextlib.contextmanager
-def _grpc_sink(params: PCKVParams, server: str | None, campaign_id: str) -> Iterator[tuple[Any, Any]]:
+def _grpc_sink(params: Any, server: str | None, campaign_id: str) -> Iterator[tuple[Any, Any]]:
     """(sink submitting batches, function returning the Analyst's key_values rows) of one campaign."""
     from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
     from ldp_client import wire
     from simulations.runners.grpc_runner import aggregator_session
 
     with aggregator_session(server) as session:
-        campaign = wire.campaign_to_proto(campaign_id=campaign_id, params=params, description="ldp-sim key-value")
+        campaign = wire.campaign_to_proto(
+            campaign_id=campaign_id, params=params, description="ldp-sim key-value"
+        )
         session.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=campaign), timeout=60)
 
         def sink(columns: Any, offset: int) -> None:
             for j in range(0, len(columns), 1 << 16):
                 msg = wire.batch_to_proto(
-                    campaign_id=campaign_id, batch_id=f"b{offset + j}", params=params, columns=columns[j : j + (1 << 16)]
+                    campaign_id=campaign_id,
+                    batch_id=f"b{offset + j}",
+                    params=params,
+                    columns=columns[j : j + (1 << 16)],
                 )
                 session.collector.Submit(msg, timeout=60, wait_for_ready=True)
 
@@ -215,8 +240,8 @@ def simulate_key_values(
             m_hat = np.array([k.mean for k in kv])
             m_se = np.array([k.mean_std_error for k in kv])
         else:
-            acc = accumulator_for(params)
-            counts, sums = _accumulate(params, pop, n_users, rng, lambda cols, _o: add_columns(acc, params, cols))
+            acc = accumulator_for(cast(Any, params))  # MechanismParams predates pckv (architecture.md)
+            counts, sums = _accumulate(params, pop, n_users, rng, functools.partial(_add, acc, params))
             est = campaign_key_values(params, acc, confidence)
             assert est is not None  # a pckv campaign always has key-value estimates
             f_hat = np.array([k.frequency for k in est.items])
@@ -225,12 +250,19 @@ def simulate_key_values(
             m_se = np.array([k.mean_std_error for k in est.items])
         with np.errstate(invalid="ignore", divide="ignore"):
             true_mean = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-        for name, arr in (("f", counts / n_users), ("f_hat", f_hat), ("f_se", f_se), ("m", true_mean), ("m_hat", m_hat), ("m_se", m_se)):
+        for name, arr in (
+            ("f", counts / n_users),
+            ("f_hat", f_hat),
+            ("f_se", f_se),
+            ("m", true_mean),
+            ("m_hat", m_hat),
+            ("m_se", m_se),
+        ):
             rows[name].append(np.asarray(arr, dtype=np.float64))
         last = [
-            {"key": params.domain.label(i), "true_frequency": float(counts[i] / n_users), "frequency": float(f_hat[i]),
-             "frequency_std_error": float(f_se[i]), "true_mean": float(true_mean[i]), "mean": float(m_hat[i]),
-             "mean_std_error": float(m_se[i])}
+            {"key": params.domain.label(i), "true_frequency": float(counts[i] / n_users),
+             "frequency": float(f_hat[i]), "frequency_std_error": float(f_se[i]),
+             "true_mean": float(true_mean[i]), "mean": float(m_hat[i]), "mean_std_error": float(m_se[i])}
             for i in range(pop.d)
         ]  # fmt: skip
     st = {k: np.stack(v) for k, v in rows.items()}

@@ -103,7 +103,11 @@ def _optimal_value_epsilon(epsilon: float, extended: int, padding: int) -> float
     """eps2 on the boundary eps1 = epsilon - ln(2 b) minimising :func:`mean_variance_factor` (a grid over
     the admissible eps2, then a golden-section refinement; the objective is smooth and unimodal there)."""
     # eps1 >= 0 needs 2 b <= e^eps, i.e. eps2 <= ln(e^eps / (2 - e^eps)) when e^eps < 2.
-    top = epsilon if epsilon >= math.log(2.0) else min(epsilon, math.log(math.exp(epsilon) / (2 - math.exp(epsilon))))
+    top = (
+        epsilon
+        if epsilon >= math.log(2.0)
+        else min(epsilon, math.log(math.exp(epsilon) / (2 - math.exp(epsilon))))
+    )
 
     def cost(e2: float) -> float:
         b = 1.0 / (1.0 + math.exp(-e2))
@@ -158,11 +162,15 @@ class PCKVParams:
         extended = d + self.padding
         if not (ta * extended > PROB_ONE and ta < PROB_ONE):
             raise InvalidParameterError(
-                "key_probability", self.key_probability, f"a probability in (1/d', 1) with d' = d + l = {extended}"
+                "key_probability",
+                self.key_probability,
+                f"a probability in (1/d', 1) with d' = d + l = {extended}",
             )
         tb = quantize_probability("value_probability", self.value_probability)
         if not _HALF < tb < PROB_ONE:
-            raise InvalidParameterError("value_probability", self.value_probability, "a probability in (1/2, 1)")
+            raise InvalidParameterError(
+                "value_probability", self.value_probability, "a probability in (1/2, 1)"
+            )
         object.__setattr__(self, "key_threshold", ta)
         object.__setattr__(self, "value_threshold", tb)
 
@@ -229,7 +237,9 @@ class PCKVParams:
         else:
             e2 = check_epsilon(value_epsilon)
             if e2 > eps:
-                raise InvalidParameterError("value_epsilon", value_epsilon, f"a number in (0, epsilon={eps!r}]")
+                raise InvalidParameterError(
+                    "value_epsilon", value_epsilon, f"a number in (0, epsilon={eps!r}]"
+                )
         tb = largest_threshold(
             lambda t: ratio_within_exp(t, PROB_ONE - t, e2),
             math.floor(PROB_ONE / (1.0 + math.exp(-e2))),
@@ -254,7 +264,14 @@ class PCKVParams:
                 value_epsilon if value_epsilon is not None else epsilon,
                 f"a split leaving eps1 = epsilon - ln(2b) > 0 at d' = {extended}",
             )
-        params = cls(domain=dom, padding=padding, key_probability=ta / PROB_ONE, value_probability=tb / PROB_ONE, lo=lo, hi=hi)
+        params = cls(
+            domain=dom,
+            padding=padding,
+            key_probability=ta / PROB_ONE,
+            value_probability=tb / PROB_ONE,
+            lo=lo,
+            hi=hi,
+        )
         report_quantization(eps, params.epsilon)
         return params
 
@@ -267,19 +284,29 @@ class PCKVParams:
         if "padding" not in fields:
             raise InvalidParameterError("padding", None, "the padding length l >= 1 (--param padding=L)")
         padding = int_field(
-            "padding", take_field(fields, "padding", int, cls.name), 1, min(MAX_PADDING, MAX_DOMAIN_SIZE - dom.size)
+            "padding",
+            take_field(fields, "padding", int, cls.name),
+            1,
+            min(MAX_PADDING, MAX_DOMAIN_SIZE - dom.size),
         )
         lo = float(take_field(fields, "lo", float, cls.name)) if "lo" in fields else -1.0  # type: ignore[arg-type]
         hi = float(take_field(fields, "hi", float, cls.name)) if "hi" in fields else 1.0  # type: ignore[arg-type]
-        probs = {k: take_field(fields, k, float, cls.name) for k in ("key_probability", "value_probability") if k in fields}
-        value_eps = take_field(fields, "value_epsilon", float, cls.name) if "value_epsilon" in fields else None
+        probs = {
+            k: take_field(fields, k, float, cls.name)
+            for k in ("key_probability", "value_probability")
+            if k in fields
+        }
+        value_eps = (
+            take_field(fields, "value_epsilon", float, cls.name) if "value_epsilon" in fields else None
+        )
         no_more_fields(fields, cls.name, allowed)
         if not lo < hi:
             raise InvalidParameterError("hi", hi, f"a number greater than lo={lo!r}")
         if probs:
             if epsilon is not None or value_eps is not None or len(probs) != 2:
                 raise InvalidParameterError(
-                    "key_probability", probs.get("key_probability"),
+                    "key_probability",
+                    probs.get("key_probability"),
                     "key_probability and value_probability together, without epsilon or value_epsilon",
                 )
             return cls(domain=dom, padding=padding, lo=lo, hi=hi, **probs)  # type: ignore[arg-type]
@@ -318,14 +345,23 @@ class PCKVEncoder:
         """
         p = self.params
         if not isinstance(mapping, Mapping):
-            raise DomainError("values", type(mapping).__name__, f"a mapping of 1 to {p.padding} keys to values")
+            raise DomainError(
+                "values", type(mapping).__name__, f"a mapping of 1 to {p.padding} keys to values"
+            )
         if not 1 <= len(mapping) <= p.padding:
-            raise DomainError("values", f"<{len(mapping)} pairs>", f"a mapping of 1 to padding={p.padding} pairs")
+            raise DomainError(
+                "values", f"<{len(mapping)} pairs>", f"a mapping of 1 to padding={p.padding} pairs"
+            )
         out: list[tuple[int, int]] = []
         span = p.hi - p.lo
         for key, x in mapping.items():
             k = p.domain.index(key, "key")
-            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or not p.lo <= x <= p.hi:
+            if (
+                isinstance(x, bool)
+                or not isinstance(x, int | float)
+                or not math.isfinite(x)
+                or not p.lo <= x <= p.hi
+            ):
                 raise DomainError(f"value of {key!r}", x, f"a finite number in [lo, hi] = [{p.lo}, {p.hi}]")
             out.append((k, round((x - p.lo) / span * PROB_ONE)))
         return out
@@ -369,9 +405,15 @@ class PCKVEncoder:
         k_arr, v_arr = np.asarray(keys), np.asarray(values, dtype=np.float64)
         n_l = (k_arr.shape[0] if k_arr.ndim == 2 else -1, p.padding)
         if k_arr.ndim != 2 or k_arr.shape[1] != p.padding or (k_arr.size and k_arr.dtype.kind not in "iu"):
-            raise DomainError("keys", f"<array of shape {k_arr.shape}, dtype {k_arr.dtype}>", f"an integer matrix (n, {p.padding})")
+            raise DomainError(
+                "keys",
+                f"<array of shape {k_arr.shape}, dtype {k_arr.dtype}>",
+                f"an integer matrix (n, {p.padding})",
+            )
         if v_arr.shape != k_arr.shape:
-            raise DomainError("values", f"<array of shape {v_arr.shape}>", f"a float matrix of the keys' shape {n_l}")
+            raise DomainError(
+                "values", f"<array of shape {v_arr.shape}>", f"a float matrix of the keys' shape {n_l}"
+            )
         n = k_arr.shape[0]
         if n == 0:
             return np.zeros(0, dtype=np.int64)
@@ -381,7 +423,9 @@ class PCKVEncoder:
             bad = int(k_arr[(k_arr < -1) | (k_arr >= self._d)][0])
             raise DomainError("keys", bad, f"key indices in [0, {self._d - 1}], or -1 for an empty slot")
         if not held.any(axis=1).all():
-            raise DomainError(f"keys[{int(np.argmin(held.any(axis=1)))}]", "<no key>", "at least one key per user")
+            raise DomainError(
+                f"keys[{int(np.argmin(held.any(axis=1)))}]", "<no key>", "at least one key per user"
+            )
         v_held = np.where(held, v_arr, p.lo)
         if not (np.isfinite(v_held).all() and (v_held >= p.lo).all() and (v_held <= p.hi).all()):
             bad_v = v_held[~(np.isfinite(v_held) & (v_held >= p.lo) & (v_held <= p.hi))][0]
@@ -394,7 +438,7 @@ class PCKVEncoder:
                 raise DomainError(f"keys[{row}]", k_arr[row].tolist(), "distinct keys in each row")
         rows = np.arange(n)
         slot = rng.integers(0, p.padding, size=n, dtype=np.int64)
-        key = k_arr[rows, slot]
+        key: NDArray[np.int64] = k_arr[rows, slot]
         # Threshold of P(v* = +1), as the device computes it (dummy and empty slots: 1/2).
         tv = np.where(key >= 0, np.rint((v_held[rows, slot] - p.lo) / (p.hi - p.lo) * PROB_ONE), _HALF)
         key = np.where(key >= 0, key, self._d + slot)
@@ -402,7 +446,7 @@ class PCKVEncoder:
         positive = u[0] < tv
         kept = u[1] < self._ta
         flip = u[2] >= self._tb
-        other = rng.integers(0, self._m, size=n, dtype=np.int64)
+        other = np.asarray(rng.integers(0, self._m, size=n, dtype=np.int64))
         other += other >= key
         random_sign = rng.integers(0, 2, size=n, dtype=np.int64)
         return np.where(kept, 2 * key + (positive ^ flip), 2 * other + random_sign).astype(np.int64)
@@ -432,7 +476,9 @@ class PCKVSpec(MechanismSpec[PCKVParams]):
     wire: ClassVar[WireNames] = WireNames(campaign="pckv", batch="pckv_indices", report="pckv_index")
     takes_domain: ClassVar[bool] = True
 
-    def make(self, *, epsilon: float | None, domain: DomainLike | None, fields: dict[str, object]) -> PCKVParams:
+    def make(
+        self, *, epsilon: float | None, domain: DomainLike | None, fields: dict[str, object]
+    ) -> PCKVParams:
         return PCKVParams._make(epsilon=epsilon, domain=domain, fields=dict(fields))
 
     def make_args(self, params: PCKVParams) -> MakeArgs:
@@ -468,7 +514,9 @@ class PCKVSpec(MechanismSpec[PCKVParams]):
             hi=msg.hi,
         )
 
-    def encoder(self, params: PCKVParams, *, campaign_id: str, secret: SecretSource | None) -> Callable[[Any], Any]:
+    def encoder(
+        self, params: PCKVParams, *, campaign_id: str, secret: SecretSource | None
+    ) -> Callable[[Any], Any]:
         return PCKVEncoder(params).encode
 
     # ------------------------------------------------------------------------------------ codec
@@ -495,7 +543,9 @@ class PCKVSpec(MechanismSpec[PCKVParams]):
         import numpy as np
 
         bound = 2 * params.extended_size
-        return np.array([index_value(f"reports[{i}]", r, bound) for i, r in enumerate(reports)], dtype=np.int64)
+        return np.array(
+            [index_value(f"reports[{i}]", r, bound) for i, r in enumerate(reports)], dtype=np.int64
+        )
 
     def row_fields(self, params: PCKVParams) -> tuple[RowField, ...]:
         return (RowField((self.wire.batch,), 4),)
@@ -558,7 +608,11 @@ class PCKVSpec(MechanismSpec[PCKVParams]):
         counts = np.asarray(acc.counts)[: 2 * params.domain.size]
         p_star, q_star = self.support_rates(params)
         return Support(
-            labels=self.items(params), counts=counts[0::2] + counts[1::2], n=acc.n, p_star=p_star, q_star=q_star
+            labels=self.items(params),
+            counts=counts[0::2] + counts[1::2],
+            n=acc.n,
+            p_star=p_star,
+            q_star=q_star,
         )
 
     def key_value_counts(self, params: PCKVParams, acc: Any) -> KeyValueCounts | None:

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from ldp_aggregator.accumulators import accumulator_for, add_columns
 from ldp_aggregator.cli import app
-from ldp_aggregator.key_values import campaign_key_values, estimate_key_values
 from ldp_aggregator.estimators import estimate_support
+from ldp_aggregator.key_values import campaign_key_values, estimate_key_values
 from ldp_client import wire
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.pckv import SPEC, PCKVEncoder, PCKVParams
@@ -57,7 +57,9 @@ def test_another_mechanism_has_no_key_values_and_confidence_is_checked() -> None
 
     params = GRRParams.from_epsilon(3, 1.0)
     assert campaign_key_values(params, accumulator_for(params)) is None
-    kv = SPEC.key_value_counts(PCKVParams.from_epsilon(2, 1.0, padding=1), SimpleNamespace(counts=np.ones(6), n=6))
+    kv = SPEC.key_value_counts(
+        PCKVParams.from_epsilon(2, 1.0, padding=1), SimpleNamespace(counts=np.ones(6), n=6)
+    )
     assert kv is not None
     with pytest.raises(InvalidParameterError):
         estimate_key_values(kv, confidence=1.0)
@@ -67,7 +69,9 @@ def test_an_unheld_key_has_no_mean() -> None:
     params = PCKVParams.from_epsilon(3, 2.0, padding=1)
     acc = accumulator_for(params)
     keys = np.zeros((5000, 1), dtype=np.int64)
-    add_columns(acc, params, PCKVEncoder(params).encode_batch(keys, np.ones((5000, 1)), np.random.default_rng(1)))
+    add_columns(
+        acc, params, PCKVEncoder(params).encode_batch(keys, np.ones((5000, 1)), np.random.default_rng(1))
+    )
     est = campaign_key_values(params, acc)
     assert est is not None
     assert est.items[0].mean == pytest.approx(1.0, abs=0.1)
@@ -106,12 +110,14 @@ def _create_and_submit(running: Running) -> tuple[PCKVParams, np.ndarray, np.nda
     rng = np.random.default_rng(18)
     keys, values = pop.sample(40_000, 2, rng)
     columns = PCKVEncoder(params).encode_batch(keys, values, rng)
-    running.collector.Submit(wire.batch_to_proto(campaign_id="ratings", batch_id="b", params=params, columns=columns))
+    running.collector.Submit(
+        wire.batch_to_proto(campaign_id="ratings", batch_id="b", params=params, columns=columns)
+    )
     return params, keys, values
 
 
 def test_the_analyst_and_the_cli_answer_frequencies_and_means(running: Running) -> None:
-    params, keys, values = _create_and_submit(running)
+    _, keys, values = _create_and_submit(running)
     counts, sums = KeyValuePopulation(d=4).truth(keys, values)
     server, db = running.server.target, str(running.server.config.db)
     result = runner.invoke(app, ["estimate", "ratings", "--json", "--server", server])

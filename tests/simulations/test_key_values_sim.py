@@ -71,7 +71,18 @@ def test_a_key_value_population_needs_a_key_value_mechanism() -> None:
 
 
 def test_a_population_wider_than_the_padding_is_one_line() -> None:
-    args = ["--mechanism", "pckv", "-d", "5", "--epsilon", "1", "--param", "padding=1", "-p", "kv-zipf:1,keys=2"]
+    args = [
+        "--mechanism",
+        "pckv",
+        "-d",
+        "5",
+        "--epsilon",
+        "1",
+        "--param",
+        "padding=1",
+        "-p",
+        "kv-zipf:1,keys=2",
+    ]
     result = runner.invoke(app, ["run", *args])
     assert result.exit_code == 2, result.output
     assert "padding" in result.output and len(result.output.strip().splitlines()) == 1

@@ -56,13 +56,13 @@ def test_formula_of_the_epsilon_is_the_papers() -> None:
     assert p.epsilon == pytest.approx(max(eps2, eps1 + math.log(2 * 0.75)))
 
 
-@pytest.mark.parametrize(("d", "l", "eps"), [(10, 1, 1.0), (100, 4, 2.0), (1000, 2, 0.5), (5, 3, 4.0)])
-def test_from_epsilon_rounds_toward_privacy_and_meets_the_budget(d: int, l: int, eps: float) -> None:
-    p = PCKVParams.from_epsilon(d, eps, padding=l)
+@pytest.mark.parametrize(("d", "pad", "eps"), [(10, 1, 1.0), (100, 4, 2.0), (1000, 2, 0.5), (5, 3, 4.0)])
+def test_from_epsilon_rounds_toward_privacy_and_meets_the_budget(d: int, pad: int, eps: float) -> None:
+    p = PCKVParams.from_epsilon(d, eps, padding=pad)
     assert p.epsilon <= eps
     assert p.epsilon == pytest.approx(eps, abs=1e-6)
     # A threshold one step larger would exceed the budget (rounded toward privacy, not away).
-    bigger = PCKVParams(domain=d, padding=l, key_probability=p.a + 2**-32, value_probability=p.b)
+    bigger = PCKVParams(domain=d, padding=pad, key_probability=p.a + 2**-32, value_probability=p.b)
     assert bigger.epsilon > eps
 
 
