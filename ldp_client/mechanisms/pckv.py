@@ -642,6 +642,17 @@ class PCKVSpec(MechanismSpec[PCKVParams]):
             PCKVParams(domain=Domain.of(2), padding=1, key_probability=0.5, value_probability=0.75),
         )
 
+    def largest(self) -> tuple[PCKVParams, ...]:
+        # The most keys with the longest padding: d + l = 2^24 extended keys, 2^25 counters.
+        return (
+            PCKVParams(
+                domain=Domain.of(MAX_DOMAIN_SIZE - MAX_PADDING),
+                padding=MAX_PADDING,
+                key_probability=0.5,
+                value_probability=0.75,
+            ),
+        )
+
     def exact_outputs(self, params: PCKVParams, value: Any) -> Mapping[Hashable, Fraction]:
         pairs = PCKVEncoder(params).pairs_of(value)
         a = Fraction(params.key_threshold, PROB_ONE)
