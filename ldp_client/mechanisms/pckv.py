@@ -246,23 +246,29 @@ class PCKVParams:
             _HALF + 1,
             PROB_ONE - 1,
         )
+        if tb == 0:  # eps2 too small for any b > 1/2 a multiple of 2^-32 can express
+            raise InvalidParameterError(
+                "value_epsilon" if value_epsilon is not None else "epsilon",
+                value_epsilon if value_epsilon is not None else epsilon,
+                "a value epsilon large enough for a value probability above 1/2 (about 1e-9 or more)",
+            )
         m = extended - 1
 
         def joint_within(t: int) -> bool:
             return ratio_within_exp(2 * t * tb * m, (PROB_ONE - t) * PROB_ONE, eps)
 
-        e1 = eps - math.log(2.0 * tb / PROB_ONE)
+        e1 = eps - math.log(2.0 * tb / PROB_ONE)  # may be negative: then no a > 1/d' fits
         ta = largest_threshold(
             joint_within,
-            math.floor(PROB_ONE / (1.0 + m * math.exp(-e1))) if e1 > -700 else 0,
+            math.floor(PROB_ONE / (1.0 + m * math.exp(min(-e1, 700.0)))),
             PROB_ONE // extended + 1,
             PROB_ONE - 1,
         )
-        if tb == 0 or ta == 0:
+        if ta == 0:
             raise InvalidParameterError(
                 "value_epsilon" if value_epsilon is not None else "epsilon",
                 value_epsilon if value_epsilon is not None else epsilon,
-                f"a split leaving eps1 = epsilon - ln(2b) > 0 at d' = {extended}",
+                f"a split leaving eps1 = epsilon - ln(2b) > 0 (a key probability above 1/d' = 1/{extended})",
             )
         params = cls(
             domain=dom,

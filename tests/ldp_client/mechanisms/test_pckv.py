@@ -152,3 +152,18 @@ def test_make_by_name_round_trips() -> None:
     args = SPEC.make_args(p)
     assert SPEC.make(epsilon=args.epsilon, domain=args.domain, fields=dict(args.fields)) == p
     assert (p.lo, p.hi, p.padding) == (1.0, 5.0, 2)
+
+
+@pytest.mark.parametrize(
+    ("eps", "value_eps", "field"),
+    [
+        (1.0, 1e-13, "value_epsilon"),
+        (1e-12, None, "epsilon"),
+        (1.0, 1.5, "value_epsilon"),
+        (0.3, 0.3, "value_epsilon"),
+    ],
+)
+def test_an_impossible_budget_split_names_the_field(eps: float, value_eps: float | None, field: str) -> None:
+    with pytest.raises(InvalidParameterError) as info:
+        PCKVParams.from_epsilon(5, eps, padding=2, value_epsilon=value_eps)
+    assert info.value.field == field
