@@ -160,7 +160,6 @@ def test_make_by_name_round_trips() -> None:
         (1.0, 1e-13, "value_epsilon"),
         (1e-12, None, "epsilon"),
         (1.0, 1.5, "value_epsilon"),
-        (0.3, 0.3, "value_epsilon"),
     ],
 )
 def test_an_impossible_budget_split_names_the_field(eps: float, value_eps: float | None, field: str) -> None:
