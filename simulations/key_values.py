@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -231,7 +232,9 @@ def simulate_key_values(
     for r, ss in enumerate(np.random.SeedSequence(seed).spawn(repeats)):
         rng = np.random.default_rng(ss)
         if mode == "grpc":
-            with _grpc_sink(params, server, f"{campaign_id}-r{r}") as (sink, answer):
+            # A fresh in-process database has no campaigns; a shared server needs unique ids.
+            suffix = f"-r{r}" if server is None else f"-{uuid.uuid4().hex[:16]}-r{r}"
+            with _grpc_sink(params, server, campaign_id + suffix) as (sink, answer):
                 counts, sums = _accumulate(params, pop, n_users, rng, sink)
                 resp = answer(confidence)
             kv = list(resp.key_values)
