@@ -36,6 +36,7 @@ from ldp_aggregator.cli_app import (
 from ldp_aggregator.cli_common import EXIT_UNAVAILABLE, param_error_text, print_json
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
+from ldp_aggregator.key_values import key_values_to_proto
 from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.ranges import add_to_proto, parse_range
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
@@ -391,6 +392,9 @@ def estimate_cmd(
         msg.note = agg.estimate_note(campaign_id, cands)  # as the server's GetEstimate says it
         if wanted or qs:  # issue 18, as GetEstimate answers them
             add_to_proto(msg, *agg.estimate_ranges(campaign_id, wanted, qs, confidence))
+        kv = agg.estimate_key_values(campaign_id, confidence)
+        if kv is not None:  # issue 18, as GetEstimate answers them
+            key_values_to_proto(msg, kv)
         return msg
 
     msg = answer(
@@ -413,6 +417,7 @@ def estimate_cmd(
     else:
         print_estimate(msg)
         _print_ranges(msg)
+        _print_key_values(msg)
 
 
 def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:
@@ -432,3 +437,23 @@ def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:
         out.print(table)
     for q in msg.quantiles:
         out.print(Text(f"quantile {q.q:g}: {q.label} (position {q.position})"))
+
+
+def _print_key_values(msg: estimates_pb2.EstimateResponse) -> None:
+    """Issue 18: each key's frequency and mean value (estimate, standard error, interval)."""
+    if not msg.key_values:
+        return
+    table = Table(title=Text(f"keys and mean values, {msg.confidence:.0%} intervals"))
+    for col in ("key", "frequency", "std error", "interval", "mean", "std error ", "interval "):
+        table.add_column(col, justify="left" if col == "key" else "right")
+    for kv in msg.key_values:
+        table.add_row(
+            Text(kv.key),
+            f"{kv.frequency:.4f}",
+            f"{kv.frequency_std_error:.4f}",
+            f"[{kv.frequency_ci_low:.4f}, {kv.frequency_ci_high:.4f}]",
+            f"{kv.mean:.4g}",
+            f"{kv.mean_std_error:.3g}",
+            f"[{kv.mean_ci_low:.4g}, {kv.mean_ci_high:.4g}]",
+        )
+    out.print(table)

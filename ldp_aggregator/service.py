@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
-from ldp_aggregator import ranges
+from ldp_aggregator import key_values, ranges
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.accumulators import (
     Accumulator,
@@ -472,6 +472,15 @@ class Aggregator:
         acc = self.store.accumulator(campaign_id)
         return ranges.campaign_ranges(campaign.info.params, acc, ranges_, quantiles, confidence)
 
+    def estimate_key_values(
+        self, campaign_id: str, confidence: float = 0.95
+    ) -> key_values.KeyValueEstimates | None:
+        """Each key's frequency and mean of a key-value campaign (issue 18), None for another mechanism."""
+        campaign = self._campaign(campaign_id)
+        return key_values.campaign_key_values(
+            campaign.info.params, self.store.accumulator(campaign_id), confidence
+        )
+
     def estimate_note(self, campaign_id: str, candidates: Sequence[str]) -> str:
         """Why an estimate's ``items`` is empty although the mechanism estimates items ("" if not)."""
         return estimate_note(self._campaign(campaign_id).info, candidates)
@@ -626,6 +635,9 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
                     confidence,
                 )
                 ranges.add_to_proto(response, *answers)
+            kv = await asyncio.to_thread(self._agg.estimate_key_values, request.campaign_id, confidence)
+            if kv is not None:  # issue 18: key-value mechanisms
+                key_values.key_values_to_proto(response, kv)
             return response
 
         return await _call(context, work())

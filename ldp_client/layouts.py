@@ -24,6 +24,7 @@ __all__ = [
     "BitsView",
     "CountsView",
     "HaarLevels",
+    "KeyValueCounts",
     "Layout",
     "LayoutKind",
     "MeanDesign",
@@ -219,6 +220,29 @@ class HaarLevels:
     plus: tuple[Any, ...]
     n: int
     bias: float
+
+
+@dataclass(frozen=True)
+class KeyValueCounts:
+    """The report counts of a key-value campaign (issue 18; ``pckv``), per key of the declared domain.
+
+    Each report names one key of the d + l extended keys and a sign; ``positive[k]`` / ``negative[k]`` of
+    the ``n`` reports named key k with +1 / -1. A user's sampled pair (probability 1/``padding`` per held
+    pair) keeps its key w.p. ``a`` (then its discretised value w.p. ``b``); any other key is reported w.p.
+    ``q`` with a uniform sign. Values were declared in [``lo``, ``hi``] and mapped to [-1, 1].
+    ``ldp_aggregator.key_values`` estimates each key's frequency and mean value from it.
+    """
+
+    labels: tuple[str, ...]
+    n: int
+    positive: Any
+    negative: Any
+    padding: int
+    a: float
+    b: float
+    q: float
+    lo: float
+    hi: float
 
 
 class CountsView(Protocol):

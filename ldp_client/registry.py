@@ -32,6 +32,7 @@ from ldp_client.mechanisms.numeric.piecewise import HYBRID_SPEC, PIECEWISE_SPEC
 from ldp_client.mechanisms.numeric.sr import SPEC as SR_SPEC
 from ldp_client.mechanisms.olh import BLH_SPEC, OLH_SPEC
 from ldp_client.mechanisms.paired import SPEC as PAIRED_SPEC
+from ldp_client.mechanisms.pckv import SPEC as PCKV_SPEC
 from ldp_client.mechanisms.pem.spec import SPEC as PEM_SPEC
 from ldp_client.mechanisms.rappor.spec import BASIC_SPEC as BASIC_RAPPOR_SPEC
 from ldp_client.mechanisms.rappor.spec import BOOLEAN_SPEC as BOOLEAN_RAPPOR_SPEC
@@ -88,6 +89,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     TREEHIST_SPEC,
     HIO_SPEC,  # range queries (issue 18)
     HAAR_SPEC,  # range queries (issue 18)
+    PCKV_SPEC,  # key-value data (issue 18)
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

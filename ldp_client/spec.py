@@ -53,6 +53,7 @@ from ldp_client.layouts import (
     BitsView,
     CountsView,
     HaarLevels,
+    KeyValueCounts,
     Layout,
     LayoutKind,
     MeanDesign,
@@ -79,6 +80,7 @@ __all__ = [
     "LAYOUT_SUMS",
     "BitsView",
     "CountsView",
+    "KeyValueCounts",
     "Kind",
     "Layout",
     "LayoutKind",
@@ -447,6 +449,12 @@ class MechanismSpec(abc.ABC, Generic[P]):
         """The level hierarchy of a campaign whose reports answer range queries over its ordered domain
         (:class:`RangeLevels` or :class:`HaarLevels`, read by ``ldp_aggregator.ranges``), or None: the
         mechanism answers none."""
+        return None
+
+    def key_value_counts(self, params: P, acc: Any) -> KeyValueCounts | None:
+        """The per-key report counts of a key-value campaign (:class:`KeyValueCounts`, read by
+        ``ldp_aggregator.key_values`` for each key's frequency and mean value), or None: the mechanism
+        collects no key-value data (issue 18)."""
         return None
 
     def items_per_user(self, params: P) -> tuple[int, int]:

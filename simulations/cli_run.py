@@ -53,6 +53,7 @@ from simulations.cli_app import (
     _write,
     err,
 )
+from simulations.key_values import is_key_value_population
 from simulations.numeric import is_numeric_mechanism
 from simulations.runners import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE, SimulationConfig, simulate, sweep
 
@@ -140,6 +141,12 @@ def run_cmd(
         server,
         dict(token=token, reporter_token=reporter_token, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key),
     )
+    if is_key_value_population(population):  # issue 18: key-value data (simulations/key_values.py)
+        _run_key_values(
+            mechanism, population, domain, users, epsilon, param, mode, seed, repeat, confidence, server,
+            campaign_id, as_json, json_out,
+        )  # fmt: skip
+        return
     if spec is not None and spec.kind is Kind.DISCOVERY:  # issue 16: values found by the server
         refused = [
             name
@@ -483,3 +490,47 @@ def sweep_cmd(
         from simulations.plots import plot_sweep
 
         _write(lambda: plot_sweep(result, plot), "--plot", plot)
+
+
+def _run_key_values(
+    mechanism: str, population: str, domain: int | None, users: int, epsilon: float | None,
+    param: list[str] | None, mode: str, seed: int, repeat: int, confidence: float, server: str | None,
+    campaign_id: str, as_json: bool, json_out: Path | None,
+) -> None:  # fmt: skip
+    """``run`` over a key-value population (issue 18): each key's frequency and mean against the truth."""
+    from rich.table import Table
+
+    from ldp_client.mechanisms.pckv import PCKVParams
+    from ldp_client.params import make_params
+    from simulations.key_values import parse_key_value_population, simulate_key_values
+
+    try:
+        params = make_params(
+            mechanism, epsilon=epsilon, domain=domain, fields=dict(_parse_params(param or []))
+        )
+        if not isinstance(params, PCKVParams):
+            raise InvalidParameterError("population", population, "a key-value mechanism (pckv) for kv-zipf")
+        pop = parse_key_value_population(population, params.domain.size, params.lo, params.hi)
+        doc = simulate_key_values(
+            params, pop, n_users=users, repeats=repeat, seed=seed, mode=mode, confidence=confidence,
+            server=server, campaign_id=campaign_id,
+        )  # fmt: skip
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc)
+    if not as_json:
+        table = Table(title=f"{mechanism}: {users:,} users, epsilon {params.epsilon:.4g}, {mode} mode")
+        for col in ("key", "true freq", "frequency", "std error", "true mean", "mean", "std error "):
+            table.add_column(col, justify="left" if col == "key" else "right")
+        for k in doc["keys"]:
+            table.add_row(
+                k["key"], f"{k['true_frequency']:.4f}", f"{k['frequency']:.4f}",
+                f"{k['frequency_std_error']:.4f}", f"{k['true_mean']:.4g}", f"{k['mean']:.4g}",
+                f"{k['mean_std_error']:.3g}",
+            )  # fmt: skip
+        out = _out()
+        out.print(table)
+        for name in ("frequency_metrics", "mean_metrics"):
+            out.print(f"{name}: " + ", ".join(f"{k} {v:.4g}" for k, v in doc[name].items()))
+    _emit_json(doc, as_json, json_out)

@@ -382,6 +382,7 @@ class EstimateResponse(google.protobuf.message.Message):
     SHUFFLE_FIELD_NUMBER: builtins.int
     RANGES_FIELD_NUMBER: builtins.int
     QUANTILES_FIELD_NUMBER: builtins.int
+    KEY_VALUES_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -438,6 +439,10 @@ class EstimateResponse(google.protobuf.message.Message):
 
     @property
     def quantiles(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___QuantileEstimate]: ...
+    @property
+    def key_values(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___KeyValueEstimate]:
+        """Key-value mechanisms (issue 18, pckv): each key's frequency and mean value, in domain order."""
+
     def __init__(
         self,
         *,
@@ -457,11 +462,66 @@ class EstimateResponse(google.protobuf.message.Message):
         shuffle: global___ShuffleAmplification | None = ...,
         ranges: collections.abc.Iterable[global___RangeEstimate] | None = ...,
         quantiles: collections.abc.Iterable[global___QuantileEstimate] | None = ...,
+        key_values: collections.abc.Iterable[global___KeyValueEstimate] | None = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "key_values", b"key_values", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse
+
+@typing.final
+class KeyValueEstimate(google.protobuf.message.Message):
+    """One key of a key-value campaign (issue 18; PCKV, Gu et al., USENIX Security 2020; docs/key-values.md):
+    the share of users holding the key (unbiased) and the mean of their values in the declared range (a ratio
+    estimator: delta-method standard error), each with a normal interval at the request's confidence.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: builtins.int
+    FREQUENCY_FIELD_NUMBER: builtins.int
+    FREQUENCY_STD_ERROR_FIELD_NUMBER: builtins.int
+    FREQUENCY_CI_LOW_FIELD_NUMBER: builtins.int
+    FREQUENCY_CI_HIGH_FIELD_NUMBER: builtins.int
+    COUNT_FIELD_NUMBER: builtins.int
+    MEAN_FIELD_NUMBER: builtins.int
+    MEAN_STD_ERROR_FIELD_NUMBER: builtins.int
+    MEAN_CI_LOW_FIELD_NUMBER: builtins.int
+    MEAN_CI_HIGH_FIELD_NUMBER: builtins.int
+    MEAN_CLIPPED_FIELD_NUMBER: builtins.int
+    key: builtins.str
+    frequency: builtins.float
+    """Estimated share of the n users holding the key (may be outside [0, 1] for small n) and users holding it."""
+    frequency_std_error: builtins.float
+    frequency_ci_low: builtins.float
+    frequency_ci_high: builtins.float
+    count: builtins.float
+    mean: builtins.float
+    """Estimated mean value among the key's holders, in the declared range's units (NaN when the estimated
+    count is not positive); mean_clipped is it clipped into [lo, hi] (shown beside, never instead).
+    """
+    mean_std_error: builtins.float
+    mean_ci_low: builtins.float
+    mean_ci_high: builtins.float
+    mean_clipped: builtins.float
+    def __init__(
+        self,
+        *,
+        key: builtins.str = ...,
+        frequency: builtins.float = ...,
+        frequency_std_error: builtins.float = ...,
+        frequency_ci_low: builtins.float = ...,
+        frequency_ci_high: builtins.float = ...,
+        count: builtins.float = ...,
+        mean: builtins.float = ...,
+        mean_std_error: builtins.float = ...,
+        mean_ci_low: builtins.float = ...,
+        mean_ci_high: builtins.float = ...,
+        mean_clipped: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["count", b"count", "frequency", b"frequency", "frequency_ci_high", b"frequency_ci_high", "frequency_ci_low", b"frequency_ci_low", "frequency_std_error", b"frequency_std_error", "key", b"key", "mean", b"mean", "mean_ci_high", b"mean_ci_high", "mean_ci_low", b"mean_ci_low", "mean_clipped", b"mean_clipped", "mean_std_error", b"mean_std_error"]) -> None: ...
+
+global___KeyValueEstimate = KeyValueEstimate
 
 @typing.final
 class ShuffleAmplification(google.protobuf.message.Message):

@@ -1210,6 +1210,51 @@ class HierarchicalIntervalParams(google.protobuf.message.Message):
 global___HierarchicalIntervalParams = HierarchicalIntervalParams
 
 @typing.final
+class PckvParams(google.protobuf.message.Message):
+    """PCKV-GRR key-value collection (issue 18; Gu, Li, Cheng, Xiong, Cao, USENIX Security 2020). Mechanism name
+    "pckv". A device holds 1 to `padding` keys of the domain with values in [lo, hi]; it samples one pair
+    (padding with dummy keys), rounds the value to +-1 and reports key and sign together: the key is kept
+    w.p. key_probability (then the sign w.p. value_probability), else another of the d + padding keys with a
+    uniform sign. epsilon = ln max(b / (1 - b), 2 a b (d + padding - 1) / (1 - a)).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    PADDING_FIELD_NUMBER: builtins.int
+    KEY_PROBABILITY_FIELD_NUMBER: builtins.int
+    VALUE_PROBABILITY_FIELD_NUMBER: builtins.int
+    LO_FIELD_NUMBER: builtins.int
+    HI_FIELD_NUMBER: builtins.int
+    padding: builtins.int
+    """The padding length l, 1 <= l <= 4096 (and d + l <= 2^24)."""
+    key_probability: builtins.float
+    """a = P(the sampled key is reported), in (1 / (d + l), 1)."""
+    value_probability: builtins.float
+    """b = P(the sampled value's sign is kept | its key is reported), in (1/2, 1)."""
+    lo: builtins.float
+    """The declared range of the values, lo < hi (mapped to [-1, 1])."""
+    hi: builtins.float
+    @property
+    def domain(self) -> global___Domain:
+        """The d keys."""
+
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        padding: builtins.int = ...,
+        key_probability: builtins.float = ...,
+        value_probability: builtins.float = ...,
+        lo: builtins.float = ...,
+        hi: builtins.float = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "hi", b"hi", "key_probability", b"key_probability", "lo", b"lo", "padding", b"padding", "value_probability", b"value_probability"]) -> None: ...
+
+global___PckvParams = PckvParams
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -1252,6 +1297,7 @@ class Campaign(google.protobuf.message.Message):
     TREEHIST_FIELD_NUMBER: builtins.int
     HIO_FIELD_NUMBER: builtins.int
     HAAR_FIELD_NUMBER: builtins.int
+    PCKV_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1365,6 +1411,10 @@ class Campaign(google.protobuf.message.Message):
     def haar(self) -> global___HaarWaveletParams:
         """Range queries over an ordered domain (issue 18): Haar wavelets with Hadamard randomized response."""
 
+    @property
+    def pckv(self) -> global___PckvParams:
+        """Key-value data (issue 18): PCKV-GRR."""
+
     def __init__(
         self,
         *,
@@ -1407,9 +1457,10 @@ class Campaign(google.protobuf.message.Message):
         treehist: global___TreeHistParams | None = ...,
         hio: global___HierarchicalIntervalParams | None = ...,
         haar: global___HaarWaveletParams | None = ...,
+        pckv: global___PckvParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar", "pckv"] | None: ...
 
 global___Campaign = Campaign
