@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
-from ldp_aggregator.analysis import estimate_to_dict, estimate_to_proto
+from ldp_aggregator.analysis import estimate_to_dict
 from ldp_aggregator.cli_app import (
     CandidatesOpt,
     ConfidenceOpt,
@@ -36,7 +36,6 @@ from ldp_aggregator.cli_app import (
 from ldp_aggregator.cli_common import EXIT_UNAVAILABLE, param_error_text, print_json
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
-from ldp_aggregator.key_values import key_values_to_proto
 from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.ranges import add_to_proto, parse_range
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
@@ -384,17 +383,12 @@ def estimate_cmd(
     qs = list(quantile or [])
 
     def from_db(agg: Any) -> estimates_pb2.EstimateResponse:  # an ldp_aggregator.service.Aggregator
-        msg = estimate_to_proto(
-            agg.estimate(
-                campaign_id, candidates=cands, confidence=confidence, population_size=population_size
-            )
+        # GetEstimate's own answer (with its note and a key-value campaign's keys), then its ranges.
+        msg: estimates_pb2.EstimateResponse = agg.estimate_message(
+            campaign_id, candidates=cands, confidence=confidence, population_size=population_size
         )
-        msg.note = agg.estimate_note(campaign_id, cands)  # as the server's GetEstimate says it
         if wanted or qs:  # issue 18, as GetEstimate answers them
             add_to_proto(msg, *agg.estimate_ranges(campaign_id, wanted, qs, confidence))
-        kv = agg.estimate_key_values(campaign_id, confidence)
-        if kv is not None:  # issue 18, as GetEstimate answers them
-            key_values_to_proto(msg, kv)
         return msg
 
     msg = answer(

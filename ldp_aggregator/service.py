@@ -508,9 +508,13 @@ class Aggregator:
     # (ldp_aggregator.web) shows, made by these three methods only, so both always carry the same numbers.
 
     def estimate_message(self, campaign_id: str, **options: Any) -> estimates_pb2.EstimateResponse:
-        """``Analyst.GetEstimate``'s answer: :meth:`estimate` (same options) with its ``note``."""
+        """``Analyst.GetEstimate``'s answer: :meth:`estimate` (same options) with its ``note`` and, for a
+        key-value campaign, its keys' frequencies and means."""
         response = estimate_to_proto(self.estimate(campaign_id, **options))
         response.note = self.estimate_note(campaign_id, options.get("candidates", ()))
+        kv = self.estimate_key_values(campaign_id, options.get("confidence", 0.95))
+        if kv is not None:  # issue 18: key-value mechanisms, each key's frequency and mean
+            key_values.key_values_to_proto(response, kv)
         return response
 
     def decode_message(self, campaign_id: str, **options: Any) -> decode_pb2.DecodeRapporResponse:
@@ -635,9 +639,6 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
                     confidence,
                 )
                 ranges.add_to_proto(response, *answers)
-            kv = await asyncio.to_thread(self._agg.estimate_key_values, request.campaign_id, confidence)
-            if kv is not None:  # issue 18: key-value mechanisms
-                key_values.key_values_to_proto(response, kv)
             return response
 
         return await _call(context, work())
