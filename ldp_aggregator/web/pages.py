@@ -205,7 +205,7 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
         parts.append(f'<p class="note">{escape(est["note"])}</p>')
     if est["n_reports"] == 0:
         parts.append('<p class="note">No reports yet.</p>')
-    elif not any(est.get(k) for k in ("items", "means", "levels", "rappor_bits", "note")):
+    elif not any(est.get(k) for k in ("items", "means", "levels", "rappor_bits", "key_values", "note")):
         parts.append('<p class="muted">No per-item estimate for this mechanism: see below.</p>')
     if est["items"]:
         # Discovery (issue 16): the values found are the items; each is "detected" when its interval
@@ -251,6 +251,8 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
             "<tr>" + _txt(m["label"]) + "".join(_num(m[c]) for c in cols) + "</tr>" for m in est["means"]
         )
         parts.append(f'<table id="means"><tr>{head}</tr>{body}</table>')
+    if est.get("key_values"):
+        parts.append(_key_values_html(est["key_values"], conf))
     if "levels" in est:
         head = "<tr><th>level</th><th>reports</th><th>tested</th><th>kept</th><th>threshold</th></tr>"
         body = "".join(
@@ -274,6 +276,37 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
             " summing to the total), biased, without intervals; beside the unbiased estimate.</p>"
         )
     return "".join(parts)
+
+
+def _key_values_html(rows: Sequence[dict[str, Any]], conf: str) -> str:
+    """A key-value campaign's keys (issue 18, pckv): each key's mean value as a plot with its intervals,
+    then every key's frequency and mean with their standard errors and intervals (None: no estimate)."""
+    plot_rows = [
+        PlotRow(label=r["key"], value=r["mean"], low=r["mean_ci_low"], high=r["mean_ci_high"])
+        for r in rows
+        if all(isinstance(r[k], float | int) for k in ("mean", "mean_ci_low", "mean_ci_high"))
+    ]
+    cols = (
+        "frequency",
+        "frequency_std_error",
+        "frequency_ci_low",
+        "frequency_ci_high",
+        "count",
+        "mean",
+        "mean_std_error",
+        "mean_ci_low",
+        "mean_ci_high",
+        "mean_clipped",
+    )
+    head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in ("key", *cols))
+    body = "".join("<tr>" + _txt(r["key"]) + "".join(_num(r[c]) for c in cols) + "</tr>" for r in rows)
+    return (
+        "<h3>Keys: frequency and mean value</h3>"
+        + interval_plot(
+            plot_rows, axis_label="mean value", caption=f"mean value per key with {conf} intervals"
+        )
+        + f'<table id="key-values"><tr>{head}</tr>{body}</table>'
+    )
 
 
 def _with_postprocessed(est: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:

@@ -122,6 +122,7 @@ def _first_numbers(name: str, answer: dict[str, Any]) -> list[Any]:
     """A few numbers of an analysis that its HTML must show (as ``data-value``)."""
     if name == "estimate":
         found = [it["count"] for it in answer["items"][:1]] + [m["mean"] for m in answer.get("means", [])[:1]]
+        found += [kv["mean"] for kv in answer.get("key_values", [])[:1]]
         return found + [lv["kept"] for lv in answer.get("levels", [])[:1]]
     if name == "decode":
         return [c["count"] for c in answer["candidates"][:1]]
