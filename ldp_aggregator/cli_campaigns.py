@@ -36,6 +36,7 @@ from ldp_aggregator.cli_app import (
 from ldp_aggregator.cli_common import EXIT_UNAVAILABLE, param_error_text, print_json
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
+from ldp_aggregator.itemsets import mining_to_dict
 from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.ranges import add_to_proto, parse_range
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
@@ -383,12 +384,12 @@ def estimate_cmd(
     qs = list(quantile or [])
 
     def from_db(agg: Any) -> estimates_pb2.EstimateResponse:  # an ldp_aggregator.service.Aggregator
-        msg = estimate_to_proto(
-            agg.estimate(
-                campaign_id, candidates=cands, confidence=confidence, population_size=population_size
-            )
+        est = agg.estimate(
+            campaign_id, candidates=cands, confidence=confidence, population_size=population_size
         )
+        msg = estimate_to_proto(est)
         msg.note = agg.estimate_note(campaign_id, cands)  # as the server's GetEstimate says it
+        agg.add_itemsets(msg, campaign_id, est)  # issue 18: an SVIM stage's ranking and sizes
         if wanted or qs:  # issue 18, as GetEstimate answers them
             add_to_proto(msg, *agg.estimate_ranges(campaign_id, wanted, qs, confidence))
         return msg
@@ -413,6 +414,7 @@ def estimate_cmd(
     else:
         print_estimate(msg)
         _print_ranges(msg)
+        _print_itemsets(msg)
 
 
 def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:
@@ -432,3 +434,29 @@ def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:
         out.print(table)
     for q in msg.quantiles:
         out.print(Text(f"quantile {q.q:g}: {q.label} (position {q.position})"))
+
+
+def _print_itemsets(msg: estimates_pb2.EstimateResponse) -> None:
+    """Issue 18: an SVIM stage's values ranked, with the corrected estimates, and its set sizes."""
+    doc = mining_to_dict(msg).get("itemsets")
+    if doc is None:
+        return
+    table = Table(title=Text(f"svim {doc['stage']}: ranked, {msg.confidence:.0%} intervals"))
+    for col in ("rank", doc["stage"], "estimate", "std error", "interval", "corrected"):
+        table.add_column(col, justify="left" if col == doc["stage"] else "right")
+    for r in doc["ranked"]:
+        table.add_row(
+            str(r["rank"]),
+            Text(r["label"]),
+            f"{r['estimate']:,.0f}",
+            f"{r['std_error']:,.0f}",
+            f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+            f"{r['corrected']:,.0f}",
+        )
+    out.print(table)
+    out.print(
+        Text(
+            f"size group {doc['size_reports']:,} reports, padding-and-sampling group {doc['ps_reports']:,};"
+            f" correction u(L) = {doc['correction']:.4f}; suggested max_items {doc['suggested_max_items']}"
+        )
+    )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
-from ldp_aggregator import ranges
+from ldp_aggregator import itemsets, ranges
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.accumulators import (
     Accumulator,
@@ -500,9 +500,18 @@ class Aggregator:
 
     def estimate_message(self, campaign_id: str, **options: Any) -> estimates_pb2.EstimateResponse:
         """``Analyst.GetEstimate``'s answer: :meth:`estimate` (same options) with its ``note``."""
-        response = estimate_to_proto(self.estimate(campaign_id, **options))
+        est = self.estimate(campaign_id, **options)
+        response = estimate_to_proto(est)
         response.note = self.estimate_note(campaign_id, options.get("candidates", ()))
+        self.add_itemsets(response, campaign_id, est)
         return response
+
+    def add_itemsets(self, response: estimates_pb2.EstimateResponse, campaign_id: str, est: Any) -> None:
+        """Issue 18: an SVIM stage's sizes, correction and ranking (``EstimateResponse.itemsets``)."""
+        params = self._campaign(campaign_id).info.params
+        if itemsets.is_svim(params) and est.frequencies is not None:
+            acc = self.store.accumulator(campaign_id)
+            itemsets.add_to_proto(response, itemsets.mine(params, acc, est.frequencies))
 
     def decode_message(self, campaign_id: str, **options: Any) -> decode_pb2.DecodeRapporResponse:
         """``Analyst.DecodeRappor``'s answer: :meth:`decode_rappor` (same options) as its message."""
