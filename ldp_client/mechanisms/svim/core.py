@@ -78,6 +78,7 @@ MAX_SVIM_ITEMS: Final = 1 << 14
 MAX_PADDING: Final = 1024
 MAX_ITEMSET_SIZE: Final = 16
 MAX_GROUP_KEY: Final = 128
+_BLOCK: Final = 1 << 16
 SIZE_GROUP: Final = 0
 PS_GROUP: Final = 1
 _INNER_NAMES: Final = ("auto", "grr", "olh")
@@ -445,8 +446,12 @@ def encode_sets(
         raise InvalidParameterError("rng", rng, "a numpy.random.Generator (for simulation only)")
     vals = _check_sets(params, sets)
     n = vals.shape[0]
-    held = element_matrix(params, vals)
-    k = held.sum(axis=1)
+    if params.stage == ITEMS:  # the row lists the elements: valid ones first after a descending sort
+        rows_sorted = -np.sort(-vals, axis=1)
+        k = (vals >= 0).sum(axis=1)
+    else:
+        held = element_matrix(params, vals)
+        k = held.sum(axis=1)
     if groups is None:
         width = params.stage_hi - params.stage_lo
         grp = (rng.integers(0, width, size=n) >= params.size_share).astype(np.int64)
@@ -460,10 +465,17 @@ def encode_sets(
     ps = np.flatnonzero(grp == PS_GROUP)
     kp = k[ps]
     slot = (rng.random(ps.shape[0]) * np.maximum(kp, params.max_items)).astype(np.int64)
-    # Element number `slot` of the row (its (slot+1)-th True), where slot < k; else the dummy m + slot.
-    rank = np.cumsum(held[ps], axis=1)
-    pick = np.argmax(rank > slot[:, None], axis=1)
-    element = np.where(slot < kp, pick, params.values + slot)
+    inside = slot < kp
+    if params.stage == ITEMS:
+        pick = rows_sorted[ps, np.minimum(slot, vals.shape[1] - 1)]
+    else:
+        # Element number `slot` of the row: its (slot+1)-th True, found block by block (bounded memory).
+        pick = np.zeros(ps.shape[0], dtype=np.int64)
+        for start in range(0, ps.shape[0], _BLOCK):
+            stop = min(ps.shape[0], start + _BLOCK)
+            rank = np.cumsum(held[ps[start:stop]], axis=1, dtype=np.int32)
+            pick[start:stop] = np.argmax(rank > slot[start:stop, None], axis=1)
+    element = np.where(inside, pick, params.values + slot)
     if isinstance(params.inner, GRRParams):
         y[ps] = GRREncoder(params.inner).encode_batch(element, rng)
     else:
