@@ -11,7 +11,7 @@ slots after the items stage's, so that every device reports to exactly one of th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.cli_app import _fail, _print_campaign, _rpc, note
@@ -77,7 +77,7 @@ def svim_follow_up(
             **options,
         )
         text = description or f"svim itemsets stage of {source} ({len(params.candidates)} candidate itemsets)"
-        msg = wire.campaign_to_proto(campaign_id=campaign_id, params=params, description=text)
+        msg = wire.campaign_to_proto(campaign_id=campaign_id, params=cast(Any, params), description=text)
     except LdpError as exc:
         raise _fail(param_error_text(exc)) from None
     created = _rpc(analyst.CreateCampaign, analyst_pb2.CreateCampaignRequest(campaign=msg))

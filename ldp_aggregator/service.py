@@ -511,7 +511,7 @@ class Aggregator:
         params = self._campaign(campaign_id).info.params
         if itemsets.is_svim(params) and est.frequencies is not None:
             acc = self.store.accumulator(campaign_id)
-            itemsets.add_to_proto(response, itemsets.mine(params, acc, est.frequencies))
+            itemsets.add_to_proto(response, itemsets.mine(cast(Any, params), acc, est.frequencies))
 
     def decode_message(self, campaign_id: str, **options: Any) -> decode_pb2.DecodeRapporResponse:
         """``Analyst.DecodeRappor``'s answer: :meth:`decode_rappor` (same options) as its message."""

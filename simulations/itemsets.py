@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -121,8 +121,8 @@ def _encode_stage(
 def _estimate_in_process(
     params: SVIMParams, columns: Any, confidence: float
 ) -> tuple[FrequencyEstimate, float]:
-    acc = accumulator_for(params)
-    add_columns(acc, params, columns)
+    acc = accumulator_for(cast(Any, params))
+    add_columns(acc, cast(Any, params), columns)
     est = estimate_support(
         SPEC.support(params, acc), mechanism=SPEC.name, epsilon=params.epsilon, confidence=confidence
     )
@@ -141,7 +141,7 @@ def simulate_svim(config: SimulationConfig) -> SvimSimResult:
     params = _build_params(config, d)
     if not isinstance(params, SVIMParams):
         raise InvalidParameterError("mechanism", config.mechanism, "svim")
-    slots = rng.integers(0, SLOTS, size=sets.shape[0])
+    slots: NDArray[np.int64] = np.asarray(rng.integers(0, SLOTS, size=sets.shape[0]), dtype=np.int64)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         session = _grpc_session(config, stack) if config.mode == "grpc" else None
@@ -227,7 +227,7 @@ def _estimate_grpc(
     from simulations.runners.grpc_runner import _RPC_TIMEOUT_S, _rpc_error, _submit, get_estimate_checked
 
     campaign = wire.campaign_to_proto(
-        campaign_id=campaign_id, params=params, description=f"ldp-sim: svim {params.stage}"
+        campaign_id=campaign_id, params=cast(Any, params), description=f"ldp-sim: svim {params.stage}"
     )
     try:
         session.analyst.CreateCampaign(
@@ -240,7 +240,9 @@ def _estimate_grpc(
     accepted = 0
     for j, start in enumerate(range(0, n, batch)):
         part = tuple(c[start : start + batch] for c in columns)
-        msg = wire.batch_to_proto(campaign_id=campaign_id, batch_id=f"b{j}", params=params, columns=part)
+        msg = wire.batch_to_proto(
+            campaign_id=campaign_id, batch_id=f"b{j}", params=cast(Any, params), columns=part
+        )
         accepted += _submit(session.collector, msg)
     if accepted != n:
         raise SimulationError(

@@ -717,9 +717,9 @@ class SetPopulation:
         if d < 10:
             raise InvalidParameterError("domain", d, "at least 10 items for the planted itemsets of 'sets'")
         held = np.zeros((n, d), dtype=np.bool_)
-        for items, prob in self.patterns:
-            rows = rng.random(n) < prob
-            held[np.ix_(rows, list(items))] = True
+        for pattern, prob in self.patterns:
+            chosen = rng.random(n) < prob
+            held[np.ix_(chosen, np.asarray(pattern, dtype=np.int64))] = True
         weights = 1.0 / np.arange(1, d + 1) ** 1.1
         draws = 1 + rng.binomial(self.extra - 1, 0.5, size=n)
         for r in range(self.extra):

@@ -421,7 +421,8 @@ def element_matrix(params: SVIMParams, sets: NDArray[np.int64]) -> NDArray[np.bo
     for j, c in enumerate(params.candidates):  # one loop over the candidates, none over the users
         member[col[list(c)], j] = 1
     sizes = member.sum(axis=0)
-    return (held[:, : len(used)] @ member) == sizes[None, :]
+    contained: NDArray[np.bool_] = (held[:, : len(used)] @ member) == sizes[None, :]
+    return contained
 
 
 def encode_sets(
@@ -452,9 +453,10 @@ def encode_sets(
     else:
         held = element_matrix(params, vals)
         k = held.sum(axis=1)
+    grp: NDArray[np.int64]
     if groups is None:
         width = params.stage_hi - params.stage_lo
-        grp = (rng.integers(0, width, size=n) >= params.size_share).astype(np.int64)
+        grp = (np.asarray(rng.integers(0, width, size=n)) >= params.size_share).astype(np.int64)
     else:
         grp = np.asarray(groups, dtype=np.int64)
     a = np.zeros(n, dtype=np.uint64)
