@@ -52,8 +52,11 @@ from ldp_client.mechanisms.olh import local_hash_support as _lh_support
 from ldp_client.mechanisms.svim.core import (
     ITEMS,
     ITEMSETS,
+    MAX_PADDING,
+    MAX_SVIM_ITEMS,
     PS_GROUP,
     SIZE_GROUP,
+    SLOTS,
     SVIMEncoder,
     SVIMParams,
     SVIMReport,
@@ -480,6 +483,19 @@ class SVIMSpec(MechanismSpec[SVIMParams]):
                 inner="grr",
                 stage_lo=0,
                 size_share=200,
+            ),
+        )
+
+    def largest(self) -> tuple[SVIMParams, ...]:
+        # 2^14 items padded by 1024, sizes up to 1024 (every slot in the stage: the sweep's one device).
+        d, L = MAX_SVIM_ITEMS, MAX_PADDING
+        return (
+            SVIMParams(
+                domain=Domain.of(d),
+                max_items=L,
+                size_cap=L,
+                inner=GRRParams(domain=Domain.of(d + L), truth_probability=0.5),
+                stage_hi=SLOTS,
             ),
         )
 
