@@ -14,11 +14,11 @@ what the paper builds around it:
   of a value are size-biased (a user of size s holds s values), so the expected factor over values is
   sum_s psi_s min(s, L) / sum_s s psi_s, and the corrected estimate multiplies by its inverse
   u(L) = sum_s s psi_s / sum_s min(s, L) psi_s >= 1 (the paper multiplies its PSFO estimates by such a
-  factor from the estimated length distribution, §V-B); u = 1 when no user exceeds L. It is one scalar per
+  factor from the estimated length distribution); u = 1 when no user exceeds L. It is one scalar per
   stage: it rescales estimates (and, taken as known, their standard errors) but never changes a ranking;
 * the **suggested L**: the smallest L with at least 90% of the users at most L elements (the paper's
-  choice of L, §V-B), for the next campaign;
-* the **candidate itemsets** of a follow-up from an items stage's estimates (SVIM step 2, §VI): the top
+  choice of L), for the next campaign;
+* the **candidate itemsets** of a follow-up from an items stage's estimates (SVIM step 2): the top
   items, then every subset of them of size >= 2 scored by its guessed frequency
   prod_{v in x} 0.9 f_v / f_max (the paper's heuristic; 0.9 damps each added item, so a subset ranks before
   its supersets), the ``n_candidates`` best.

@@ -1,7 +1,7 @@
 """SVIM's parameters, device encoder and seeded batch encoder (set-valued item and itemset mining).
 
 Wang, Li, Jha, "Locally Differentially Private Frequent Itemset Mining", IEEE S&P 2018 (SVSM for items,
-SVIM for itemsets; padding-and-sampling frequency oracle PSFO, §IV-§VI). A campaign is one *stage*:
+SVIM for itemsets; padding-and-sampling frequency oracle PSFO). A campaign is one *stage*:
 
 * ``items``: the devices' sets of items of a declared domain of d items; the estimated values are the d
   items;
@@ -256,7 +256,7 @@ class SVIMParams:
         stage_hi: int | None = None,
         size_share: int = 50,
     ) -> SVIMParams:
-        """SVIM's stage at ``epsilon``. ``inner`` = auto takes PSFO's adaptive choice (the paper's §IV-C):
+        """SVIM's stage at ``epsilon``. ``inner`` = auto takes PSFO's adaptive choice (as the paper describes it):
         GRR when its variance over the m + L values is below OLH's (m + L < 3 e^eps + 2), else OLH with the
         optimal g; ``size_cap`` defaults to 2 L; the slots default to the paper's even split, [0, 500) for
         items and [500, 1000) for itemsets."""

@@ -12,7 +12,7 @@ stage.
 Estimation (kind SUPPORT, the one estimator of :mod:`ldp_aggregator.estimators`): a user of the stage is in
 the PS group with probability pi = (hi - lo - size_share)/(hi - lo), independently of its set (its slot is
 a uniform HMAC output), and a PS report supports value v w.p. p* = q + (p - q)/L if the user's set holds v
-(with at most L elements) and q otherwise (PSFO, Wang-Li-Jha §IV). So among all n reports of the stage, a
+(with at most L elements) and q otherwise (PSFO, Wang-Li-Jha). So among all n reports of the stage, a
 report supports v w.p. pi p* (holder) or pi q* (non-holder): the Support contract with those rates, whose
 estimator (C_v - n pi q*)/(pi (p* - q*)) is unbiased for the number of the stage's users holding v, with
 the variance of :mod:`ldp_client.spec` (as hio divides its rates by its number of levels).
