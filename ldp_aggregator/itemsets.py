@@ -20,8 +20,9 @@ what the paper builds around it:
   choice of L), for the next campaign;
 * the **candidate itemsets** of a follow-up from an items stage's estimates (SVIM step 2): the top
   items, then every subset of them of size >= 2 scored by its guessed frequency
-  prod_{v in x} 0.9 f_v / f_max (the paper's heuristic; 0.9 damps each added item, so a subset ranks before
-  its supersets), the ``n_candidates`` best.
+  prod_{v in x} 0.9 f_v / f_max (the paper guesses an itemset's frequency from its items' relative
+  frequencies; the 0.9 is our constant: it damps each added item, so a subset ranks before its
+  supersets), the ``n_candidates`` best.
 """
 
 from __future__ import annotations
