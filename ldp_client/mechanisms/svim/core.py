@@ -256,10 +256,10 @@ class SVIMParams:
         stage_hi: int | None = None,
         size_share: int = 50,
     ) -> SVIMParams:
-        """SVIM's stage at ``epsilon``. ``inner`` = auto takes PSFO's adaptive choice (as the paper describes it):
-        GRR when its variance over the m + L values is below OLH's (m + L < 3 e^eps + 2), else OLH with the
-        optimal g; ``size_cap`` defaults to 2 L; the slots default to the paper's even split, [0, 500) for
-        items and [500, 1000) for itemsets."""
+        """SVIM's stage at ``epsilon``. ``inner`` = auto takes PSFO's adaptive choice: GRR when its
+        variance over the m + L values is below OLH's (m + L < 3 e^eps + 2), else OLH with the optimal g;
+        ``size_cap`` defaults to 2 L; the slots default to an even split (our default), [0, 500) for items
+        and [500, 1000) for itemsets."""
         eps = check_epsilon(epsilon)
         dom = Domain.of(domain)
         int_field("max_items", max_items, 1, MAX_PADDING)
