@@ -16,6 +16,7 @@ from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.discovery import DiscoveryResult, discover_columns, discovery_columns
 from ldp_aggregator.estimators import FrequencyEstimate, _check_candidates, estimate_frequencies
+from ldp_aggregator.itemsets import mining_to_dict
 from ldp_aggregator.key_values import key_values_to_dict
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
@@ -472,4 +473,5 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
         ]
     out.update(ranges_to_dict(msg))  # issue 18: range mechanisms' ranges and quantiles
     out.update(key_values_to_dict(msg))  # issue 18: key-value mechanisms' keys
+    out.update(mining_to_dict(msg))  # issue 18: an SVIM stage's ranking, sizes and correction
     return out

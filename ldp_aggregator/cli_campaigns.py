@@ -36,6 +36,7 @@ from ldp_aggregator.cli_app import (
 from ldp_aggregator.cli_common import EXIT_UNAVAILABLE, param_error_text, print_json
 from ldp_aggregator.config import load_settings
 from ldp_aggregator.export import campaign_to_dict
+from ldp_aggregator.itemsets import mining_to_dict
 from ldp_aggregator.logs import configure_logging
 from ldp_aggregator.ranges import add_to_proto, parse_range
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN, run_server
@@ -412,6 +413,7 @@ def estimate_cmd(
         print_estimate(msg)
         _print_ranges(msg)
         _print_key_values(msg)
+        _print_itemsets(msg)
 
 
 def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:
@@ -451,3 +453,29 @@ def _print_key_values(msg: estimates_pb2.EstimateResponse) -> None:
             f"[{kv.mean_ci_low:.4g}, {kv.mean_ci_high:.4g}]",
         )
     out.print(table)
+
+
+def _print_itemsets(msg: estimates_pb2.EstimateResponse) -> None:
+    """Issue 18: an SVIM stage's values ranked, with the corrected estimates, and its set sizes."""
+    doc = mining_to_dict(msg).get("itemsets")
+    if doc is None:
+        return
+    table = Table(title=Text(f"svim {doc['stage']}: ranked, {msg.confidence:.0%} intervals"))
+    for col in ("rank", doc["stage"], "estimate", "std error", "interval", "corrected"):
+        table.add_column(col, justify="left" if col == doc["stage"] else "right")
+    for r in doc["ranked"]:
+        table.add_row(
+            str(r["rank"]),
+            Text(r["label"]),
+            f"{r['estimate']:,.0f}",
+            f"{r['std_error']:,.0f}",
+            f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+            f"{r['corrected']:,.0f}",
+        )
+    out.print(table)
+    out.print(
+        Text(
+            f"size group {doc['size_reports']:,} reports, padding-and-sampling group {doc['ps_reports']:,};"
+            f" correction u(L) = {doc['correction']:.4f}; suggested max_items {doc['suggested_max_items']}"
+        )
+    )

@@ -23,6 +23,7 @@ import typer
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.cli_app import JsonOpt, ServerOpt, _analyst, _fail, _print_campaign, _rpc, note
 from ldp_aggregator.cli_common import param_error_text
+from ldp_aggregator.cli_followup_svim import svim_follow_up
 from ldp_aggregator.server import DEFAULT_LISTEN
 from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import collector_pb2
@@ -49,7 +50,7 @@ def campaign_follow_up(
         typer.Option(
             help="Mechanism of the new campaign: one over a declared domain (grr, oue, olh, ..., auto: the "
             "values become its labels) or over candidate strings (rappor, cms, hcms: they become its "
-            "candidates).",
+            "candidates); svim after an svim items campaign: its itemsets stage (--top items combined).",
             show_default=False,
         ),
     ],
@@ -75,6 +76,13 @@ def campaign_follow_up(
     """Create a frequency campaign over the values a discovery campaign found (one command)."""
     if top is not None and top < 1:
         raise _fail(f"--top={top}: allowed an integer >= 1")
+    if mechanism == "svim":  # issue 18: SVIM's itemsets stage from its items stage
+        raw = dict(item.partition("=")[::2] for item in param or [])
+        svim_follow_up(
+            _analyst(server), source, campaign_id, epsilon=epsilon, fields=raw, top=top,
+            description=description, as_json=as_json,
+        )  # fmt: skip
+        return
     spec = None if mechanism == AUTO_MECHANISM else registry.find_named(mechanism)
     if mechanism != AUTO_MECHANISM and (spec is None or not (spec.takes_domain or spec.estimates_candidates)):
         raise _fail(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
-from ldp_aggregator import key_values, ranges
+from ldp_aggregator import itemsets, key_values, ranges
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.accumulators import (
     Accumulator,
@@ -508,14 +508,23 @@ class Aggregator:
     # (ldp_aggregator.web) shows, made by these three methods only, so both always carry the same numbers.
 
     def estimate_message(self, campaign_id: str, **options: Any) -> estimates_pb2.EstimateResponse:
-        """``Analyst.GetEstimate``'s answer: :meth:`estimate` (same options) with its ``note`` and, for a
-        key-value campaign, its keys' frequencies and means."""
-        response = estimate_to_proto(self.estimate(campaign_id, **options))
+        """``Analyst.GetEstimate``'s answer: :meth:`estimate` (same options) with its ``note``, for a
+        key-value campaign its keys' frequencies and means, for an SVIM stage its ranking and sizes."""
+        est = self.estimate(campaign_id, **options)
+        response = estimate_to_proto(est)
         response.note = self.estimate_note(campaign_id, options.get("candidates", ()))
+        self.add_itemsets(response, campaign_id, est)
         kv = self.estimate_key_values(campaign_id, options.get("confidence", 0.95))
         if kv is not None:  # issue 18: key-value mechanisms, each key's frequency and mean
             key_values.key_values_to_proto(response, kv)
         return response
+
+    def add_itemsets(self, response: estimates_pb2.EstimateResponse, campaign_id: str, est: Any) -> None:
+        """Issue 18: an SVIM stage's sizes, correction and ranking (``EstimateResponse.itemsets``)."""
+        params = self._campaign(campaign_id).info.params
+        if itemsets.is_svim(params) and est.frequencies is not None:
+            acc = self.store.accumulator(campaign_id)
+            itemsets.add_to_proto(response, itemsets.mine(cast(Any, params), acc, est.frequencies))
 
     def decode_message(self, campaign_id: str, **options: Any) -> decode_pb2.DecodeRapporResponse:
         """``Analyst.DecodeRappor``'s answer: :meth:`decode_rappor` (same options) as its message."""

@@ -41,6 +41,7 @@ from ldp_client.mechanisms.rr import SPEC as RR_SPEC
 from ldp_client.mechanisms.sets import SPEC as SET_VALUED_SPEC
 from ldp_client.mechanisms.sketch import SPECS as SKETCH_SPECS
 from ldp_client.mechanisms.ss import SPEC as SS_SPEC
+from ldp_client.mechanisms.svim.spec import SPEC as SVIM_SPEC
 from ldp_client.mechanisms.treehist.spec import SPEC as TREEHIST_SPEC
 from ldp_client.mechanisms.ue import OUE_SPEC, SUE_SPEC
 from ldp_client.spec import MechanismSpec
@@ -90,6 +91,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     HIO_SPEC,  # range queries (issue 18)
     HAAR_SPEC,  # range queries (issue 18)
     PCKV_SPEC,  # key-value data (issue 18)
+    SVIM_SPEC,  # set-valued item and itemset mining (issue 18)
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

@@ -53,6 +53,7 @@ from simulations.cli_app import (
     _write,
     err,
 )
+from simulations.itemsets import is_svim_run
 from simulations.key_values import is_key_value_population
 from simulations.numeric import is_numeric_mechanism
 from simulations.runners import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE, SimulationConfig, simulate, sweep
@@ -191,6 +192,11 @@ def run_cmd(
     if spec is not None and spec.kind is Kind.DISCOVERY:
         _run_discovery(config, as_json, json_out, show_items)
         return
+    if is_svim_run(config.mechanism):  # issue 18: set-valued item and itemset mining
+        if repeat != 1 or candidates is not None or plot is not None or cluster:
+            _fail(f"invalid option for {mechanism}: one run (no --repeat, --candidates, --plot, --cluster)")
+        _run_svim(config, as_json, json_out, show_items)
+        return
     if is_numeric_mechanism(config.mechanism):  # issue 6: means of numbers (simulations/numeric.py)
         _run_numeric(config, as_json, json_out, plot, show_items)
         return
@@ -251,6 +257,23 @@ def _run_discovery(config: SimulationConfig, as_json: bool, json_out: Path | Non
         if show_items > 0:
             out.print(discovery_table(result, max_rows=show_items))
     _emit_json(doc, as_json, json_out)
+
+
+def _run_svim(config: SimulationConfig, as_json: bool, json_out: Path | None, show_items: int) -> None:
+    """``run`` for svim (issue 18): its stages on a set-valued population, scored against the truth."""
+    from simulations.itemsets import simulate_svim, svim_sim_to_dict, svim_table
+
+    try:
+        result = simulate_svim(config)
+    except InvalidParameterError as exc:
+        _bad_option(exc)
+    except LdpError as exc:
+        _run_failed(exc, config)
+    if not as_json and show_items > 0:
+        out = _out()
+        for table in svim_table(result, max_rows=show_items):
+            out.print(table)
+    _emit_json(svim_sim_to_dict(result), as_json, json_out)
 
 
 def _run_numeric(

@@ -383,6 +383,7 @@ class EstimateResponse(google.protobuf.message.Message):
     RANGES_FIELD_NUMBER: builtins.int
     QUANTILES_FIELD_NUMBER: builtins.int
     KEY_VALUES_FIELD_NUMBER: builtins.int
+    ITEMSETS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -443,6 +444,10 @@ class EstimateResponse(google.protobuf.message.Message):
     def key_values(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___KeyValueEstimate]:
         """Key-value mechanisms (issue 18, pckv): each key's frequency and mean value, in domain order."""
 
+    @property
+    def itemsets(self) -> global___ItemsetMining:
+        """SVIM (issue 18): the stage's ranking, set sizes and correction. Unset otherwise."""
+
     def __init__(
         self,
         *,
@@ -463,9 +468,10 @@ class EstimateResponse(google.protobuf.message.Message):
         ranges: collections.abc.Iterable[global___RangeEstimate] | None = ...,
         quantiles: collections.abc.Iterable[global___QuantileEstimate] | None = ...,
         key_values: collections.abc.Iterable[global___KeyValueEstimate] | None = ...,
+        itemsets: global___ItemsetMining | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "key_values", b"key_values", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
+    def HasField(self, field_name: typing.Literal["itemsets", b"itemsets", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "itemsets", b"itemsets", "key_values", b"key_values", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse
 
@@ -522,6 +528,57 @@ class KeyValueEstimate(google.protobuf.message.Message):
     def ClearField(self, field_name: typing.Literal["count", b"count", "frequency", b"frequency", "frequency_ci_high", b"frequency_ci_high", "frequency_ci_low", b"frequency_ci_low", "frequency_std_error", b"frequency_std_error", "key", b"key", "mean", b"mean", "mean_ci_high", b"mean_ci_high", "mean_ci_low", b"mean_ci_low", "mean_clipped", b"mean_clipped", "mean_std_error", b"mean_std_error"]) -> None: ...
 
 global___KeyValueEstimate = KeyValueEstimate
+
+@typing.final
+class ItemsetMining(google.protobuf.message.Message):
+    """One SVIM stage's answer (issue 18; docs/itemsets.md): `items` are its values (items or candidate
+    itemsets) with the padding-and-sampling estimates, unbiased when no user has more than max_items
+    elements; `ranking` orders them by estimate; `correction` (>= 1) is the paper's factor for users with
+    more elements, from the size group's estimated size distribution.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    STAGE_FIELD_NUMBER: builtins.int
+    SIZE_REPORTS_FIELD_NUMBER: builtins.int
+    PS_REPORTS_FIELD_NUMBER: builtins.int
+    SIZE_SHARES_FIELD_NUMBER: builtins.int
+    CORRECTION_FIELD_NUMBER: builtins.int
+    SUGGESTED_MAX_ITEMS_FIELD_NUMBER: builtins.int
+    RANKING_FIELD_NUMBER: builtins.int
+    stage: builtins.int
+    """1 = items, 2 = itemsets."""
+    size_reports: builtins.int
+    """Reports of the size group and of the padding-and-sampling group."""
+    ps_reports: builtins.int
+    correction: builtins.float
+    """u(L) = sum_s s psi_s / sum_s min(s, L) psi_s; 1 without a size group."""
+    suggested_max_items: builtins.int
+    """The smallest L with at least 90% of the users at most L elements (the paper's choice of L)."""
+    @property
+    def size_shares(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.float]:
+        """Estimated share of the users of each size 0..size_cap (the last: size_cap or more), clipped at 0 and
+        normalised.
+        """
+
+    @property
+    def ranking(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """Indices into `items`, by decreasing estimate."""
+
+    def __init__(
+        self,
+        *,
+        stage: builtins.int = ...,
+        size_reports: builtins.int = ...,
+        ps_reports: builtins.int = ...,
+        size_shares: collections.abc.Iterable[builtins.float] | None = ...,
+        correction: builtins.float = ...,
+        suggested_max_items: builtins.int = ...,
+        ranking: collections.abc.Iterable[builtins.int] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["correction", b"correction", "ps_reports", b"ps_reports", "ranking", b"ranking", "size_reports", b"size_reports", "size_shares", b"size_shares", "stage", b"stage", "suggested_max_items", b"suggested_max_items"]) -> None: ...
+
+global___ItemsetMining = ItemsetMining
 
 @typing.final
 class ShuffleAmplification(google.protobuf.message.Message):

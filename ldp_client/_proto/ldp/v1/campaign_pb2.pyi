@@ -1255,6 +1255,95 @@ class PckvParams(google.protobuf.message.Message):
 global___PckvParams = PckvParams
 
 @typing.final
+class SvimParams(google.protobuf.message.Message):
+    """SVIM (issue 18; Wang, Li, Jha, "Locally Differentially Private Frequent Itemset Mining", S&P 2018): one
+    stage of set-valued item and itemset mining. Mechanism name "svim". Devices are split into 1000 slots by
+    HMAC-SHA256(client secret, "ldp-svim-group\\0" || group_key) mod 1000; the stage owns the slots
+    [stage_lo, stage_hi), the first size_share of them report their set size (GRR over 0..size_cap, epsilon at
+    most the inner oracle's), the others one element of their set by padding and sampling to max_items with
+    the inner oracle over the m + max_items extended values. A device of another slot reports nothing here.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    DOMAIN_FIELD_NUMBER: builtins.int
+    STAGE_FIELD_NUMBER: builtins.int
+    CANDIDATES_FIELD_NUMBER: builtins.int
+    MAX_ITEMS_FIELD_NUMBER: builtins.int
+    SIZE_CAP_FIELD_NUMBER: builtins.int
+    GRR_FIELD_NUMBER: builtins.int
+    OLH_FIELD_NUMBER: builtins.int
+    GROUP_KEY_FIELD_NUMBER: builtins.int
+    STAGE_LO_FIELD_NUMBER: builtins.int
+    STAGE_HI_FIELD_NUMBER: builtins.int
+    SIZE_SHARE_FIELD_NUMBER: builtins.int
+    stage: builtins.int
+    """1 = items (the values are the d items), 2 = itemsets (the values are the candidates)."""
+    max_items: builtins.int
+    """L, the padding length, 1 <= L <= 1024."""
+    size_cap: builtins.int
+    """The size group reports min(size, size_cap), 1 <= size_cap <= 1024."""
+    group_key: builtins.str
+    """The key of the device split, shared by an items campaign and its follow-up; empty = the campaign id."""
+    stage_lo: builtins.int
+    """The stage's slots [stage_lo, stage_hi), 0 <= stage_lo < stage_hi <= 1000."""
+    stage_hi: builtins.int
+    size_share: builtins.int
+    """Slots [stage_lo, stage_lo + size_share) report their size, 0 <= size_share < stage_hi - stage_lo."""
+    @property
+    def domain(self) -> global___Domain:
+        """The d items, 2 <= d <= 2^14."""
+
+    @property
+    def candidates(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___Itemset]:
+        """Stage itemsets: the m candidate itemsets, each 2..16 distinct item indices in increasing order; the
+        itemsets distinct. Stage items: empty.
+        """
+
+    @property
+    def grr(self) -> global___GRRParams: ...
+    @property
+    def olh(self) -> global___LocalHashingParams: ...
+    def __init__(
+        self,
+        *,
+        domain: global___Domain | None = ...,
+        stage: builtins.int = ...,
+        candidates: collections.abc.Iterable[global___Itemset] | None = ...,
+        max_items: builtins.int = ...,
+        size_cap: builtins.int = ...,
+        grr: global___GRRParams | None = ...,
+        olh: global___LocalHashingParams | None = ...,
+        group_key: builtins.str = ...,
+        stage_lo: builtins.int = ...,
+        stage_hi: builtins.int = ...,
+        size_share: builtins.int = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain", "grr", b"grr", "inner", b"inner", "olh", b"olh"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["candidates", b"candidates", "domain", b"domain", "group_key", b"group_key", "grr", b"grr", "inner", b"inner", "max_items", b"max_items", "olh", b"olh", "size_cap", b"size_cap", "size_share", b"size_share", "stage", b"stage", "stage_hi", b"stage_hi", "stage_lo", b"stage_lo"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["inner", b"inner"]) -> typing.Literal["grr", "olh"] | None: ...
+
+global___SvimParams = SvimParams
+
+@typing.final
+class Itemset(google.protobuf.message.Message):
+    """An itemset: item indices of the campaign's domain, increasing."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: builtins.int
+    @property
+    def items(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        items: collections.abc.Iterable[builtins.int] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["items", b"items"]) -> None: ...
+
+global___Itemset = Itemset
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -1298,6 +1387,7 @@ class Campaign(google.protobuf.message.Message):
     HIO_FIELD_NUMBER: builtins.int
     HAAR_FIELD_NUMBER: builtins.int
     PCKV_FIELD_NUMBER: builtins.int
+    SVIM_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1415,6 +1505,10 @@ class Campaign(google.protobuf.message.Message):
     def pckv(self) -> global___PckvParams:
         """Key-value data (issue 18): PCKV-GRR."""
 
+    @property
+    def svim(self) -> global___SvimParams:
+        """Set-valued item and itemset mining (issue 18): one SVIM stage."""
+
     def __init__(
         self,
         *,
@@ -1458,9 +1552,10 @@ class Campaign(google.protobuf.message.Message):
         hio: global___HierarchicalIntervalParams | None = ...,
         haar: global___HaarWaveletParams | None = ...,
         pckv: global___PckvParams | None = ...,
+        svim: global___SvimParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar", "pckv"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar", "pckv", "svim"] | None: ...
 
 global___Campaign = Campaign
