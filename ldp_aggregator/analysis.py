@@ -162,7 +162,8 @@ def _support_estimate(
     elif candidates:
         raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {params.name}")
     frequencies = None
-    if acc.n > 0 and (chosen or not spec.estimates_candidates):
+    # A marginal mechanism without the full attribute set has no item table (issue 18): marginals only.
+    if acc.n > 0 and (chosen or not spec.estimates_candidates) and spec.item_table(params):
         frequencies = estimate_frequencies(
             params, acc, confidence=confidence, candidates=chosen, campaign_id=info.campaign_id
         )

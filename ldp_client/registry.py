@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
+from ldp_client.mechanisms.calm import SPEC as CALM_SPEC
 from ldp_client.mechanisms.haar import SPEC as HAAR_SPEC
 from ldp_client.mechanisms.hio import SPEC as HIO_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC
@@ -88,6 +89,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     TREEHIST_SPEC,
     HIO_SPEC,  # range queries (issue 18)
     HAAR_SPEC,  # range queries (issue 18)
+    CALM_SPEC,  # multi-attribute marginals (issue 18)
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""
