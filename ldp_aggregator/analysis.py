@@ -23,6 +23,7 @@ from ldp_aggregator.estimators import (
     estimate_rappor_bits,
     estimate_rappor_candidates,
 )
+from ldp_aggregator.marginals import marginals_to_dict
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_aggregator.ranges import ranges_to_dict
@@ -484,4 +485,5 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
             for m in msg.means
         ]
     out.update(ranges_to_dict(msg))  # issue 18: range mechanisms' ranges and quantiles
+    out.update(marginals_to_dict(msg))  # issue 18: marginal mechanisms' marginals
     return out

@@ -140,8 +140,8 @@ def parse_marginals(text: str, names: Sequence[str]) -> tuple[tuple[int, ...], .
     out = []
     for part in text.split(";"):
         idx = []
-        for a in part.split("+"):
-            a = a.strip()
+        for raw in part.split("+"):
+            a = raw.strip()
             if a not in where:
                 raise InvalidParameterError("marginals", a[:80], f"attribute names among {', '.join(names)}")
             idx.append(where[a])
@@ -418,7 +418,7 @@ class CalmEncoder:
     """The device's encoder: its group is fixed (from its secret); each record is reported as its cell in
     the group's marginal, through GRR's or local hashing's per-report encoder (OS CSPRNG)."""
 
-    __slots__ = ("_grr", "_group", "_olh", "params")
+    __slots__ = ("_group", "_grr", "_olh", "params")
 
     def __init__(self, params: CalmParams, *, group: int) -> None:
         self.params = params
