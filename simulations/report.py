@@ -142,6 +142,7 @@ def run_summary(result: SimulationResult) -> dict[str, Any]:
         "detection": detection,
         "grpc": grpc_info,
         **({"range_metrics": result.range_metrics} if result.range_metrics is not None else {}),
+        **({"marginal_metrics": result.marginal_metrics} if result.marginal_metrics is not None else {}),
     }
 
 
