@@ -446,7 +446,7 @@ def _print_marginals(msg: estimates_pb2.EstimateResponse) -> None:
         for col in cols:
             table.add_column(col, justify="left" if col == "cell" else "right")
         for c in m.cells:
-            row = [
+            row: list[Text | str] = [
                 Text(", ".join(f"{a}={v}" for a, v in zip(m.attributes, c.labels, strict=True))),
                 f"{c.count:,.0f}",
                 f"{c.frequency:.4f}",

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
-from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.calm import SPEC as CALM_SPEC
+from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.haar import SPEC as HAAR_SPEC
 from ldp_client.mechanisms.hio import SPEC as HIO_SPEC
 from ldp_client.mechanisms.hr import SPEC as HR_SPEC

@@ -21,8 +21,8 @@ from ldp_aggregator.client_access import ClientAccess
 from ldp_client import registry
 from ldp_client.errors import LdpError
 from ldp_client.params import MechanismParams
-from simulations.populations import CategoricalPopulation
 from simulations import marginals as sim_marginals
+from simulations.populations import CategoricalPopulation
 from simulations.ranges import range_queries, rows_from_proto, takes_ranges
 from simulations.runners.config import (
     GrpcClient,

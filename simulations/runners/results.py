@@ -17,8 +17,8 @@ from ldp_aggregator.accumulators import (
 from ldp_aggregator.estimators import estimate_frequencies, estimate_rappor_candidates
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import MechanismParams
-from simulations.metrics import Metrics
 from simulations.marginals import marginal_rows, takes_marginals
+from simulations.metrics import Metrics
 from simulations.ranges import range_queries, range_rows, takes_ranges
 from simulations.runners.config import (
     ERROR_METRICS,

@@ -11,8 +11,8 @@ import pytest
 from ldp_aggregator.marginals import (
     EmptyGroupError,
     _adjoint,
-    _oracle_variance,
     _consistent,
+    _oracle_variance,
     answer_marginal,
     fit_marginals,
     parse_marginal,

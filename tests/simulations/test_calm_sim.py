@@ -62,8 +62,9 @@ def test_every_mode_reports_marginal_metrics(mode: str) -> None:
 
 
 def test_ldp_sim_json_carries_the_marginal_metrics_and_a_bad_domain_is_one_line() -> None:
-    args = ["run", "-m", "calm", "--epsilon", "1", "--param", f"attributes={ATTRS}", "--param", "marginals=full",
-            "-p", "dirichlet:1,2", "--users", "5000", "--mode", "report"]  # fmt: skip
+    args = ["run", "-m", "calm", "--epsilon", "1", "--param", f"attributes={ATTRS}",
+            "--param", "marginals=full", "-p", "dirichlet:1,2", "--users", "5000",
+            "--mode", "report"]  # fmt: skip
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)["summary"]

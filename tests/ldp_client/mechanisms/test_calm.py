@@ -37,7 +37,7 @@ def test_grr_is_used_exactly_where_its_variance_is_lower(epsilon: float) -> None
     p = _params(epsilon, "age+os;age+region;os+plan+region;age+os+plan+region")
     olh = [lp for lp in p.group_params if not isinstance(lp, GRRParams)]
     olh_var = oracle_variance(olh[0].p_star, olh[0].q_star) if olh else None
-    for i, lp in enumerate(p.group_params):
+    for lp in p.group_params:
         assert lp.epsilon <= p.epsilon * (1 + 1e-12)
         if isinstance(lp, GRRParams) and olh_var is not None:
             assert oracle_variance(lp.p, lp.q) < olh_var
@@ -63,7 +63,7 @@ def test_a_record_is_a_mapping_or_a_tuple_and_bad_ones_are_named() -> None:
     p = _params()
     assert p.record_indices({"age": "old", "os": "android", "plan": "paid", "region": 7}) == (2, 0, 1, 7)
     assert p.record_indices(("old", "android", "paid", 7)) == (2, 0, 1, 7)
-    with pytest.raises(DomainError, match="record=.colour"):
+    with pytest.raises(DomainError, match=r"record=.colour"):
         p.record_indices({"colour": "red", "age": "old", "os": "ios", "plan": "paid", "region": 1})
     with pytest.raises(DomainError, match=r"record\.os"):
         p.record_indices({"age": "old", "os": "windows", "plan": "paid", "region": 1})
