@@ -532,6 +532,7 @@ class CalmSpec(MechanismSpec[CalmParams]):
     kind: ClassVar[Kind] = Kind.SUPPORT
     wire: ClassVar[WireNames] = WireNames(campaign="calm", batch="calm", report="calm")
     takes_domain: ClassVar[bool] = False
+    per_device_state: ClassVar[bool] = True  # the group comes from the client secret: one client per user
     epsilon_field: ClassVar[str | None] = "truth_probability"
 
     def make(self, *, epsilon: float | None, domain: Any, fields: dict[str, object]) -> CalmParams:

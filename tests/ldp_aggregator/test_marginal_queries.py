@@ -116,3 +116,26 @@ def test_marginals_of_a_mechanism_without_them_are_invalid_argument(running: Run
         running.analyst.GetEstimate(request)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "marginal mechanism" in (info.value.details() or "")
+
+
+def test_a_group_without_reports_is_named_not_internal(running: Running) -> None:
+    _submit(running)
+    params = SPEC.make(epsilon=2.0, domain=None, fields={"attributes": ATTRS, "marginals": MARGINALS})
+    code = runner.invoke(
+        app,
+        ["campaign", "create", "few", "--mechanism", "calm", "--param", f"attributes={ATTRS}",
+         "--param", f"marginals={MARGINALS}", "--epsilon", "2", "--server", running.server.target],
+    )  # fmt: skip
+    assert code.exit_code == 0, code.output
+    rng = np.random.default_rng(1)
+    groups, a, b, y = SPEC.encode_batch(
+        params, np.zeros(50, dtype=np.int64), rng, campaign_id="few", labels=()
+    )
+    keep = groups == 1  # only group 1 reports
+    columns = (groups[keep], a[keep], b[keep], y[keep])
+    running.collector.Submit(
+        wire.batch_to_proto(campaign_id="few", batch_id="b", params=params, columns=columns)
+    )
+    result = runner.invoke(app, ["estimate", "few", "--marginal", "age", "--server", running.server.target])
+    assert result.exit_code != 0 and "group 2 has none" in result.output, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
