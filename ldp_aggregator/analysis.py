@@ -18,6 +18,7 @@ from ldp_aggregator.discovery import DiscoveryResult, discover_columns, discover
 from ldp_aggregator.estimators import FrequencyEstimate, _check_candidates, estimate_frequencies
 from ldp_aggregator.itemsets import mining_to_dict
 from ldp_aggregator.key_values import key_values_to_dict
+from ldp_aggregator.marginals import marginals_to_dict
 from ldp_aggregator.means import MeanAccumulator, MeansEstimate, estimate_means
 from ldp_aggregator.postprocess import PostprocessedEstimate, postprocess
 from ldp_aggregator.ranges import ranges_to_dict
@@ -163,7 +164,8 @@ def _support_estimate(
     elif candidates:
         raise InvalidParameterError("candidates", list(candidates)[:3], f"none for mechanism {params.name}")
     frequencies = None
-    if acc.n > 0 and (chosen or not spec.estimates_candidates):
+    # A marginal mechanism without the full attribute set has no item table (issue 18): marginals only.
+    if acc.n > 0 and (chosen or not spec.estimates_candidates) and spec.item_table(params):
         frequencies = estimate_frequencies(
             params, acc, confidence=confidence, candidates=chosen, campaign_id=info.campaign_id
         )
@@ -474,4 +476,5 @@ def estimate_to_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
     out.update(ranges_to_dict(msg))  # issue 18: range mechanisms' ranges and quantiles
     out.update(key_values_to_dict(msg))  # issue 18: key-value mechanisms' keys
     out.update(mining_to_dict(msg))  # issue 18: an SVIM stage's ranking, sizes and correction
+    out.update(marginals_to_dict(msg))  # issue 18: marginal mechanisms' marginals
     return out

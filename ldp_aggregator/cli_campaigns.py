@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ldp_aggregator import marginals as marginal_answers
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, estimates_pb2
 from ldp_aggregator.analysis import estimate_to_dict
 from ldp_aggregator.cli_app import (
@@ -372,6 +373,18 @@ def estimate_cmd(
         list[float] | None,
         typer.Option("--quantile", help="Range mechanisms: estimate the q-quantile, 0 < q < 1; repeatable."),
     ] = None,
+    marginal: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--marginal",
+            help="Marginal mechanisms (calm): estimate the marginal over attributes A,B,... (covered by one "
+            "chosen marginal); repeatable.",
+        ),
+    ] = None,
+    non_negative: Annotated[
+        bool,
+        typer.Option("--non-negative", help="With --marginal: add the non-negative version of each cell."),
+    ] = False,
 ) -> None:
     """Estimates with standard errors and confidence intervals."""
     cands = _read_lines(candidates) if candidates is not None else []
@@ -382,6 +395,7 @@ def estimate_cmd(
     except LdpError as exc:
         raise _fail(f"--range: {param_error_text(exc)}") from None
     qs = list(quantile or [])
+    marg = [tuple(a.strip() for a in text.split(",")) for text in marginal or []]
 
     def from_db(agg: Any) -> estimates_pb2.EstimateResponse:  # an ldp_aggregator.service.Aggregator
         # GetEstimate's own answer (with its note and a key-value campaign's keys), then its ranges.
@@ -390,6 +404,10 @@ def estimate_cmd(
         )
         if wanted or qs:  # issue 18, as GetEstimate answers them
             add_to_proto(msg, *agg.estimate_ranges(campaign_id, wanted, qs, confidence))
+        if marg:  # issue 18, as GetEstimate answers them
+            marginal_answers.add_to_proto(
+                msg, agg.estimate_marginals(campaign_id, marg, confidence, [non_negative] * len(marg))
+            )
         return msg
 
     msg = answer(
@@ -404,6 +422,9 @@ def estimate_cmd(
                 population_size=population_size or 0,
                 ranges=[estimates_pb2.RangeQuery(lo=lo, hi=hi) for lo, hi in wanted],
                 quantiles=qs,
+                marginals=[
+                    estimates_pb2.MarginalQuery(attributes=list(m), non_negative=non_negative) for m in marg
+                ],
             ),
         ),
     )
@@ -414,6 +435,27 @@ def estimate_cmd(
         _print_ranges(msg)
         _print_key_values(msg)
         _print_itemsets(msg)
+        _print_marginals(msg)
+
+
+def _print_marginals(msg: estimates_pb2.EstimateResponse) -> None:
+    """Issue 18: the requested marginals, a table each (cell, estimate, share, standard error, interval)."""
+    for m in msg.marginals:
+        table = Table(title=Text(f"marginal {', '.join(m.attributes)}, {msg.confidence:.0%} intervals"))
+        cols = ["cell", "estimate", "share", "std error", "interval"]
+        cols += ["non-negative"] if m.non_negative else []
+        for col in cols:
+            table.add_column(col, justify="left" if col == "cell" else "right")
+        for c in m.cells:
+            row: list[Text | str] = [
+                Text(", ".join(f"{a}={v}" for a, v in zip(m.attributes, c.labels, strict=True))),
+                f"{c.count:,.0f}",
+                f"{c.frequency:.4f}",
+                f"{c.std_error:,.0f}",
+                f"[{c.ci_low:,.0f}, {c.ci_high:,.0f}]",
+            ]
+            table.add_row(*row, *([f"{c.non_negative_count:,.0f}"] if m.non_negative else []))
+        out.print(table)
 
 
 def _print_ranges(msg: estimates_pb2.EstimateResponse) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 
-from ldp_aggregator import itemsets, key_values, ranges
+from ldp_aggregator import itemsets, key_values, marginals, ranges
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, decode_pb2, estimates_pb2
 from ldp_aggregator.accumulators import (
     Accumulator,
@@ -217,6 +217,11 @@ NEEDS_CANDIDATES = (
 def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
     """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
     spec = registry.spec_for(info.params)
+    if not spec.item_table(info.params):  # issue 18: a marginal campaign without the full attribute set
+        return (
+            f"campaign {shown(info.campaign_id)} chose no marginal of every attribute: it has no item "
+            "table; ask for marginals (EstimateRequest.marginals, estimate --marginal A,B)"
+        )
     if not spec.estimates_candidates or candidates or info.candidates:
         return ""
     why = RAPPOR_NEEDS_CANDIDATES if spec.kind is Kind.RAPPOR else NEEDS_CANDIDATES
@@ -481,6 +486,20 @@ class Aggregator:
             campaign.info.params, self.store.accumulator(campaign_id), confidence
         )
 
+    def estimate_marginals(
+        self,
+        campaign_id: str,
+        queries: Sequence[Sequence[str]],
+        confidence: float = 0.95,
+        non_negative: Sequence[bool] = (),
+    ) -> tuple[marginals.MarginalAnswer, ...]:
+        """Marginals of a marginal campaign (issue 18; :func:`marginals.campaign_marginals`)."""
+        campaign = self._campaign(campaign_id)
+        acc = self.store.accumulator(campaign_id)
+        return marginals.campaign_marginals(
+            campaign.info.params, acc, queries, confidence, non_negative=non_negative
+        )
+
     def estimate_note(self, campaign_id: str, candidates: Sequence[str]) -> str:
         """Why an estimate's ``items`` is empty although the mechanism estimates items ("" if not)."""
         return estimate_note(self._campaign(campaign_id).info, candidates)
@@ -648,6 +667,15 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
                     confidence,
                 )
                 ranges.add_to_proto(response, *answers)
+            if request.marginals:  # issue 18: marginal mechanisms
+                tables = await asyncio.to_thread(
+                    self._agg.estimate_marginals,
+                    request.campaign_id,
+                    [tuple(q.attributes) for q in request.marginals],
+                    confidence,
+                    [q.non_negative for q in request.marginals],
+                )
+                marginals.add_to_proto(response, tables)
             return response
 
         return await _call(context, work())

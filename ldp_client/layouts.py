@@ -27,6 +27,7 @@ __all__ = [
     "KeyValueCounts",
     "Layout",
     "LayoutKind",
+    "MarginalTables",
     "MeanDesign",
     "Moments",
     "MomentsView",
@@ -243,6 +244,30 @@ class KeyValueCounts:
     q: float
     lo: float
     hi: float
+
+
+@dataclass(frozen=True)
+class MarginalTables:
+    """Frequency-oracle groups over marginals of categorical attributes, for marginal queries (issue 18;
+    ``calm``).
+
+    Marginal i (0-based) is the attribute set ``marginals[i]`` (sorted indices into ``attributes``); its
+    cells are the combinations of its attributes' labels, row-major (the last attribute fastest). Each report
+    belongs to one group; ``counts[i][c]`` of the ``reports[i]`` reports of group i support cell c, with
+    P(support | the user's record is in c) = ``p_star[i]`` and ``q_star[i]`` otherwise; ``grr[i]``: the
+    group reports one cell (GRR: support counts are multinomial), else local hashing (uncorrelated cells).
+    ``ldp_aggregator.marginals`` estimates, makes consistent and answers marginals from it.
+    """
+
+    attributes: tuple[str, ...]
+    labels: tuple[tuple[str, ...], ...]
+    marginals: tuple[tuple[int, ...], ...]
+    counts: tuple[Any, ...]
+    reports: tuple[int, ...]
+    n: int
+    p_star: tuple[float, ...]
+    q_star: tuple[float, ...]
+    grr: tuple[bool, ...]
 
 
 class CountsView(Protocol):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.calm import SPEC as CALM_SPEC
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.haar import SPEC as HAAR_SPEC
 from ldp_client.mechanisms.hio import SPEC as HIO_SPEC
@@ -92,6 +93,7 @@ SPECS: Final[tuple[AnySpec, ...]] = (
     HAAR_SPEC,  # range queries (issue 18)
     PCKV_SPEC,  # key-value data (issue 18)
     SVIM_SPEC,  # set-valued item and itemset mining (issue 18)
+    CALM_SPEC,  # multi-attribute marginals (issue 18)
 )
 """Every registered mechanism, in the order names are listed to users (that of the ``Campaign.mechanism``
 oneof)."""

@@ -56,6 +56,7 @@ from ldp_client.layouts import (
     KeyValueCounts,
     Layout,
     LayoutKind,
+    MarginalTables,
     MeanDesign,
     Moments,
     MomentsView,
@@ -85,6 +86,7 @@ __all__ = [
     "Layout",
     "LayoutKind",
     "MakeArgs",
+    "MarginalTables",
     "MeanDesign",
     "MechanismSpec",
     "Moments",
@@ -456,6 +458,16 @@ class MechanismSpec(abc.ABC, Generic[P]):
         ``ldp_aggregator.key_values`` for each key's frequency and mean value), or None: the mechanism
         collects no key-value data (issue 18)."""
         return None
+
+    def marginal_tables(self, params: P, acc: Any) -> MarginalTables | None:
+        """The marginal groups of a campaign whose reports answer marginal queries over several categorical
+        attributes (:class:`MarginalTables`, read by ``ldp_aggregator.marginals``), or None: none."""
+        return None
+
+    def item_table(self, params: P) -> bool:
+        """Whether :meth:`support` estimates the items (kind SUPPORT). True by default; a marginal mechanism
+        whose campaign did not choose the full attribute set answers marginals only."""
+        return True
 
     def items_per_user(self, params: P) -> tuple[int, int]:
         """(fewest, most) items one user holds: (1, 1) by default (one value each, so the item counts sum

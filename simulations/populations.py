@@ -12,6 +12,10 @@ Spec grammar accepted by :func:`parse_population` (surrounding whitespace ignore
                               after the first colon, so it may contain ':' or ',')
     normal:MU,SIGMA[,LO,HI]   normal(MU, SIGMA^2) *truncated* to [LO, HI] (default [-1, 1]), SIGMA > 0
     uniform-num:LO,HI         continuous uniform on [LO, HI], LO < HI
+    dirichlet:ALPHA,SEED      a seeded random joint over the D values: weights Dirichlet(ALPHA, ..., ALPHA)
+                              drawn from SeedSequence([SEED, D]) (ALPHA > 0; small ALPHA: a few heavy
+                              values). As the records of several attributes (the D values their full
+                              joint, row-major; calm), a known joint whose attributes are dependent
 
 The first four are categorical (:class:`CategoricalPopulation`: a distribution over the values 0..D-1 of
 a domain of size D); the last two are numeric (:class:`NumericPopulation`: real values in [LO, HI]).
@@ -48,6 +52,7 @@ __all__ = [
     "ALLOWED_POPULATIONS",
     "DEFAULT_CHUNK_SIZE",
     "CategoricalPopulation",
+    "DirichletPopulation",
     "EmpiricalPopulation",
     "GeometricPopulation",
     "NumericPopulation",
@@ -67,9 +72,12 @@ __all__ = [
 ALLOWED_POPULATIONS = (
     "zipf:S (S > 0), uniform, geometric:P (0 < P < 1), empirical:PATH (CSV of value,count lines), "
     "url-hosts:D, heavy-flat:K,SHARE,D, zipf-words:S,D (strings: simulations.string_populations), "
-    "normal:MU,SIGMA[,LO,HI] (SIGMA > 0, LO < HI, default -1,1), uniform-num:LO,HI (LO < HI)"
+    "normal:MU,SIGMA[,LO,HI] (SIGMA > 0, LO < HI, default -1,1), uniform-num:LO,HI (LO < HI), "
+    "dirichlet:ALPHA,SEED (ALPHA > 0, SEED an integer >= 0)"
 )
-_CATEGORICAL_ALLOWED = "zipf:S (S > 0), uniform, geometric:P (0 < P < 1), empirical:PATH"
+_CATEGORICAL_ALLOWED = (
+    "zipf:S (S > 0), uniform, geometric:P (0 < P < 1), empirical:PATH, dirichlet:ALPHA,SEED"
+)
 _NUMERIC_ALLOWED = "normal:MU,SIGMA[,LO,HI] (SIGMA > 0, LO < HI, default -1,1), uniform-num:LO,HI (LO < HI)"
 
 # Users per chunk when values are drawn one per user: bounds temporary memory (8 bytes per user per array).
@@ -292,6 +300,31 @@ class GeometricPopulation(CategoricalPopulation):
         # (1-p)^i as exp(i log1p(-p)): accurate for small p; far tails underflow harmlessly to 0.
         i = np.arange(domain_size, dtype=np.float64)
         return np.exp(i * math.log1p(-float(self.p)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirichletPopulation(CategoricalPopulation):
+    """A seeded random distribution over the D values: weights Dirichlet(alpha 1_D), drawn from
+    ``SeedSequence([seed, D])`` (the same D and seed give the same distribution). Read as the full joint
+    of several categorical attributes (row-major), a known joint in which the attributes depend on each
+    other (issue 18: marginals)."""
+
+    alpha: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float) or not self.alpha > 0:
+            raise InvalidParameterError("alpha", self.alpha, "a number > 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InvalidParameterError("seed", self.seed, "an integer >= 0")
+
+    @property
+    def spec(self) -> str:
+        return f"dirichlet:{self.alpha!r},{self.seed}"
+
+    def _weights(self, domain_size: int) -> NDArray[np.float64]:
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, domain_size]))
+        return np.asarray(rng.dirichlet(np.full(domain_size, float(self.alpha))), dtype=np.float64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -650,6 +683,11 @@ def parse_population(spec: str) -> Population:
             if len(args) != 1:
                 raise InvalidParameterError("population", spec, allowed)
             return GeometricPopulation(p=_finite(spec, args[0], allowed))
+        if name == "dirichlet":
+            allowed = "dirichlet:ALPHA,SEED with ALPHA > 0 and SEED an integer >= 0, e.g. dirichlet:0.5,7"
+            if len(args) != 2 or not _COUNT_RE.fullmatch(args[1]):
+                raise InvalidParameterError("population", spec, allowed)
+            return DirichletPopulation(alpha=_finite(spec, args[0], allowed), seed=int(args[1]))
         if name == "normal":
             allowed = "normal:MU,SIGMA or normal:MU,SIGMA,LO,HI with finite numbers, SIGMA > 0, LO < HI"
             if len(args) not in (2, 4):

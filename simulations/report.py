@@ -72,6 +72,15 @@ def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
     Path(path).write_text(json_text(data) + "\n", encoding="utf-8")
 
 
+def _plain(value: Any) -> Any:
+    """A parameter field as JSON: a domain as its size, also inside tuples (calm's attributes)."""
+    if isinstance(value, Domain):
+        return value.size
+    if isinstance(value, tuple):
+        return [_plain(x) for x in value]
+    return value
+
+
 def params_to_dict(params: MechanismParams) -> dict[str, Any]:
     """The parameter dataclass's init fields (a domain as its size), plus the effective rates: an
     oracle's support rates (``q_star``, ``p_star``), RAPPOR's bit rates (``prob_one_if_set``,
@@ -84,7 +93,7 @@ def params_to_dict(params: MechanismParams) -> dict[str, Any]:
         if f.name == "inner":  # issue 6: a set-valued campaign's inner oracle, as a nested object
             out[f.name] = {"mechanism": value.name, **params_to_dict(value)}
             continue
-        out[f.name] = value.size if isinstance(value, Domain) else value
+        out[f.name] = _plain(value)
     for rate in ("q_star", "p_star", "prob_one_if_set", "prob_one_if_clear"):
         value = getattr(params, rate, None)
         if value is not None:
@@ -133,6 +142,7 @@ def run_summary(result: SimulationResult) -> dict[str, Any]:
         "detection": detection,
         "grpc": grpc_info,
         **({"range_metrics": result.range_metrics} if result.range_metrics is not None else {}),
+        **({"marginal_metrics": result.marginal_metrics} if result.marginal_metrics is not None else {}),
     }
 
 

@@ -21,6 +21,7 @@ from ldp_aggregator.client_access import ClientAccess
 from ldp_client import registry
 from ldp_client.errors import LdpError
 from ldp_client.params import MechanismParams
+from simulations import marginals as sim_marginals
 from simulations.populations import CategoricalPopulation
 from simulations.ranges import range_queries, rows_from_proto, takes_ranges
 from simulations.runners.config import (
@@ -200,6 +201,21 @@ def _reporter_failure(task: _Task, exc: LdpError) -> SimulationError:
 def _outcome_from_proto(
     prep: PreparedSimulation, resp: estimates_pb2.EstimateResponse, truth: NDArray[np.int64], campaign_id: str
 ) -> _Outcome:
+    if prep.value_items:  # issue 18: a marginal campaign's items are its marginals' cells
+        rows = sim_marginals.rows_from_proto(resp)
+        if rows.shape[0] != len(prep.items):
+            raise SimulationError(
+                f"campaign {campaign_id!r}: the aggregator returned {rows.shape[0]} marginal cells, "
+                f"expected {len(prep.items)}"
+            )
+        return _Outcome(
+            truth=truth,
+            count=rows[:, 0],
+            std_error=rows[:, 1],
+            ci_low=rows[:, 2],
+            ci_high=rows[:, 3],
+            n_reports=int(resp.n_reports),
+        )
     items = list(resp.items)
     if len(items) != len(prep.items):
         raise SimulationError(
@@ -441,6 +457,11 @@ def _run_grpc(
                 request.ranges.extend(
                     estimates_pb2.RangeQuery(lo=lo, hi=hi)
                     for lo, hi in range_queries(len(prep.items), cfg.seed)
+                )
+            if prep.value_items:  # issue 18: the chosen marginals, answered by the Analyst
+                request.marginals.extend(
+                    estimates_pb2.MarginalQuery(attributes=list(q))
+                    for q in sim_marginals.marginal_queries(params)
                 )
             resp = get_estimate_checked(analyst, target, request, cfg.n_users)
             if _decodes_candidates(params) and cfg.candidates is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from ldp_client.params import (
     make_params,
 )
 from ldp_client.spec import Kind
+from simulations.marginals import marginal_items, takes_marginals
 from simulations.populations import CategoricalPopulation, EmpiricalPopulation, parse_categorical_population
 from simulations.runners.config import SimulationConfig, _estimates_candidates, _fixed_domain_size
 
@@ -48,10 +50,18 @@ class PreparedSimulation:
     params: MechanismParams
     items: tuple[str, ...]
     item_index: NDArray[np.int64]
+    value_items: tuple[NDArray[np.int64], ...] = ()
+    """A marginal campaign (issue 18): per chosen marginal, the item (cell) of every population value
+    (:func:`simulations.marginals.marginal_items`); empty otherwise."""
 
     def item_truth(self, value_counts: NDArray[np.int64]) -> NDArray[np.int64]:
         """True count of each item from the count of each population value."""
         idx = self.item_index
+        if self.value_items:  # marginal cells: each value counts once in every chosen marginal
+            out = np.zeros(len(self.items), dtype=np.int64)
+            for cells in self.value_items:
+                np.add.at(out, cells, value_counts)
+            return out
         out = np.zeros(idx.size, dtype=np.int64)
         ok = idx >= 0
         out[ok] = value_counts[idx[ok]]
@@ -122,6 +132,11 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
             "as `ldp-sim run` does, in every mode; sweeps are not available for them)",
         )
     population = parse_categorical_population(config.population)
+    if config.domain is None and spec is not None and not spec.takes_domain and spec.kind is Kind.SUPPORT:
+        # Issue 18: a marginal campaign's parameters fix its joint (no domain argument): D defaults to it.
+        early = _build_params(config, 0)
+        if takes_marginals(early):
+            config = dataclasses.replace(config, domain=marginal_items(early)[2])
     d = _default_domain(config, population)
     fixed = _fixed_domain_size(config.mechanism)
     if fixed is not None and d != fixed:
@@ -133,6 +148,22 @@ def prepare(config: SimulationConfig) -> PreparedSimulation:
     except InvalidParameterError as exc:
         raise InvalidParameterError("domain", d, exc.allowed) from exc
     params = _build_params(config, d)
+    if takes_marginals(params):  # issue 18: the values are records of the joint, the items marginal cells
+        items, value_items, joint = marginal_items(params)
+        if d != joint:
+            raise InvalidParameterError(
+                "domain", d, f"{joint}, the size of the full joint of the campaign's attributes"
+            )
+        return PreparedSimulation(
+            config=config,
+            population=population,
+            domain_size=d,
+            value_labels=labels,
+            params=params,
+            items=items,
+            item_index=np.arange(len(items), dtype=np.int64),
+            value_items=value_items,
+        )
     if _estimates_candidates(params):
         items = tuple(config.candidates) if config.candidates is not None else labels
         where = {label: i for i, label in enumerate(labels)}

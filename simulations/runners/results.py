@@ -18,6 +18,7 @@ from ldp_aggregator.estimators import estimate_frequencies
 from ldp_aggregator.rappor_estimates import estimate_rappor_candidates
 from ldp_client.errors import InvalidParameterError
 from ldp_client.params import MechanismParams
+from simulations.marginals import marginal_rows, takes_marginals
 from simulations.metrics import Metrics
 from simulations.ranges import range_queries, range_rows, takes_ranges
 from simulations.runners.config import (
@@ -70,6 +71,8 @@ class SimulationResult:
     detection_z: float | None
     metrics: Metrics
     elapsed_s: float
+    marginal_metrics: dict[str, Any] | None = None
+    """Marginal mechanisms (issue 18): :func:`simulations.marginals.marginal_metrics` per chosen marginal."""
     range_metrics: dict[str, Any] | None = None
     """Range mechanisms (issue 18): :func:`simulations.ranges.range_metrics` of the run's ranges."""
 
@@ -177,6 +180,16 @@ def _estimate(prep: PreparedSimulation, acc: Accumulator, truth: NDArray[np.int6
             campaign_id=prep.config.campaign_id,
             candidates=prep.items,
             confidence=conf,
+        )
+    elif takes_marginals(params):  # issue 18: the items are the chosen marginals' cells (consistent)
+        rows = marginal_rows(params, acc, conf)
+        return _Outcome(
+            truth=truth,
+            count=rows[:, 0],
+            std_error=rows[:, 1],
+            ci_low=rows[:, 2],
+            ci_high=rows[:, 3],
+            n_reports=int(acc.n),
         )
     else:
         # A mechanism that estimates candidate strings estimates the items: the population's labels, or

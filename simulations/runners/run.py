@@ -10,6 +10,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from simulations.marginals import marginal_metrics
 from simulations.metrics import compute_metrics
 from simulations.ranges import range_metrics, range_queries
 from simulations.runners.config import ProgressFn, SimulationConfig, _decodes_candidates
@@ -86,6 +87,11 @@ def _gather(prep: PreparedSimulation, outcomes: list[_Outcome], elapsed_s: float
         metrics=metrics,
         elapsed_s=elapsed_s,
         range_metrics=_range_metrics(prep, outcomes, truth),
+        marginal_metrics=(
+            marginal_metrics(prep.params, truth, est, se, lo, hi, config.n_users)
+            if prep.value_items
+            else None
+        ),
     )
 
 

@@ -203,6 +203,7 @@ class EstimateRequest(google.protobuf.message.Message):
     POPULATION_SIZE_FIELD_NUMBER: builtins.int
     RANGES_FIELD_NUMBER: builtins.int
     QUANTILES_FIELD_NUMBER: builtins.int
+    MARGINALS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign to estimate."""
     confidence: builtins.float
@@ -227,6 +228,12 @@ class EstimateRequest(google.protobuf.message.Message):
     def quantiles(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.float]:
         """Range mechanisms: quantiles in (0, 1) to estimate (the smallest value whose estimated CDF reaches q)."""
 
+    @property
+    def marginals(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___MarginalQuery]:
+        """Marginal mechanisms (issue 18, calm): marginals to estimate, each a list of attribute names covered
+        by one of the campaign's chosen marginals; refused (INVALID_ARGUMENT) for other mechanisms.
+        """
+
     def __init__(
         self,
         *,
@@ -236,10 +243,97 @@ class EstimateRequest(google.protobuf.message.Message):
         population_size: builtins.int = ...,
         ranges: collections.abc.Iterable[global___RangeQuery] | None = ...,
         quantiles: collections.abc.Iterable[builtins.float] | None = ...,
+        marginals: collections.abc.Iterable[global___MarginalQuery] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "population_size", b"population_size", "quantiles", b"quantiles", "ranges", b"ranges"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "candidates", b"candidates", "confidence", b"confidence", "marginals", b"marginals", "population_size", b"population_size", "quantiles", b"quantiles", "ranges", b"ranges"]) -> None: ...
 
 global___EstimateRequest = EstimateRequest
+
+@typing.final
+class MarginalQuery(google.protobuf.message.Message):
+    """A marginal over some of a campaign's attributes (issue 18), and whether to add the non-negative
+    (Norm-Sub and consistency, iterated) version of each cell beside the unbiased one.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: builtins.int
+    NON_NEGATIVE_FIELD_NUMBER: builtins.int
+    non_negative: builtins.bool
+    @property
+    def attributes(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        attributes: collections.abc.Iterable[builtins.str] | None = ...,
+        non_negative: builtins.bool = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attributes", b"attributes", "non_negative", b"non_negative"]) -> None: ...
+
+global___MarginalQuery = MarginalQuery
+
+@typing.final
+class MarginalCell(google.protobuf.message.Message):
+    """One cell of an estimated marginal (issue 18): the labels of its attributes (query order), the unbiased
+    count after consistency, its share, standard error and normal interval; `non_negative_count` when asked.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LABELS_FIELD_NUMBER: builtins.int
+    COUNT_FIELD_NUMBER: builtins.int
+    FREQUENCY_FIELD_NUMBER: builtins.int
+    STD_ERROR_FIELD_NUMBER: builtins.int
+    CI_LOW_FIELD_NUMBER: builtins.int
+    CI_HIGH_FIELD_NUMBER: builtins.int
+    NON_NEGATIVE_COUNT_FIELD_NUMBER: builtins.int
+    count: builtins.float
+    frequency: builtins.float
+    std_error: builtins.float
+    ci_low: builtins.float
+    ci_high: builtins.float
+    non_negative_count: builtins.float
+    @property
+    def labels(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        labels: collections.abc.Iterable[builtins.str] | None = ...,
+        count: builtins.float = ...,
+        frequency: builtins.float = ...,
+        std_error: builtins.float = ...,
+        ci_low: builtins.float = ...,
+        ci_high: builtins.float = ...,
+        non_negative_count: builtins.float = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["ci_high", b"ci_high", "ci_low", b"ci_low", "count", b"count", "frequency", b"frequency", "labels", b"labels", "non_negative_count", b"non_negative_count", "std_error", b"std_error"]) -> None: ...
+
+global___MarginalCell = MarginalCell
+
+@typing.final
+class MarginalTableEstimate(google.protobuf.message.Message):
+    """The estimate of one marginal (issue 18), cells in row-major order of the query's attributes."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: builtins.int
+    CELLS_FIELD_NUMBER: builtins.int
+    NON_NEGATIVE_FIELD_NUMBER: builtins.int
+    non_negative: builtins.bool
+    @property
+    def attributes(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]: ...
+    @property
+    def cells(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___MarginalCell]: ...
+    def __init__(
+        self,
+        *,
+        attributes: collections.abc.Iterable[builtins.str] | None = ...,
+        cells: collections.abc.Iterable[global___MarginalCell] | None = ...,
+        non_negative: builtins.bool = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attributes", b"attributes", "cells", b"cells", "non_negative", b"non_negative"]) -> None: ...
+
+global___MarginalTableEstimate = MarginalTableEstimate
 
 @typing.final
 class RangeQuery(google.protobuf.message.Message):
@@ -384,6 +478,7 @@ class EstimateResponse(google.protobuf.message.Message):
     QUANTILES_FIELD_NUMBER: builtins.int
     KEY_VALUES_FIELD_NUMBER: builtins.int
     ITEMSETS_FIELD_NUMBER: builtins.int
+    MARGINALS_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """The campaign estimated."""
     mechanism: builtins.str
@@ -448,6 +543,10 @@ class EstimateResponse(google.protobuf.message.Message):
     def itemsets(self) -> global___ItemsetMining:
         """SVIM (issue 18): the stage's ranking, set sizes and correction. Unset otherwise."""
 
+    @property
+    def marginals(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___MarginalTableEstimate]:
+        """Marginal mechanisms (issue 18): the requested marginals, in request order."""
+
     def __init__(
         self,
         *,
@@ -469,9 +568,10 @@ class EstimateResponse(google.protobuf.message.Message):
         quantiles: collections.abc.Iterable[global___QuantileEstimate] | None = ...,
         key_values: collections.abc.Iterable[global___KeyValueEstimate] | None = ...,
         itemsets: global___ItemsetMining | None = ...,
+        marginals: collections.abc.Iterable[global___MarginalTableEstimate] | None = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["itemsets", b"itemsets", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "itemsets", b"itemsets", "key_values", b"key_values", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "confidence", b"confidence", "discovery_levels", b"discovery_levels", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "items", b"items", "itemsets", b"itemsets", "key_values", b"key_values", "marginals", b"marginals", "means", b"means", "mechanism", b"mechanism", "n_reports", b"n_reports", "note", b"note", "population_size", b"population_size", "postprocessed", b"postprocessed", "quantiles", b"quantiles", "ranges", b"ranges", "rappor_bits", b"rappor_bits", "shuffle", b"shuffle"]) -> None: ...
 
 global___EstimateResponse = EstimateResponse
 

@@ -1344,6 +1344,89 @@ class Itemset(google.protobuf.message.Message):
 global___Itemset = Itemset
 
 @typing.final
+class CalmParams(google.protobuf.message.Message):
+    """CALM marginals (issue 18; Zhang, Wang, Li, He, Chen, CCS 2018). Mechanism name "calm". Each device holds a
+    record of several categorical attributes; it belongs to one group (from its client secret), each group
+    is assigned one chosen marginal (a set of attributes), and the device reports the cell of its record in
+    that marginal: with GRR over the marginal's cells when `grr[i]`, else local hashing (g, truth_probability).
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: builtins.int
+    MARGINALS_FIELD_NUMBER: builtins.int
+    G_FIELD_NUMBER: builtins.int
+    TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    GRR_FIELD_NUMBER: builtins.int
+    g: builtins.int
+    """Local hashing's buckets g, 2 <= g <= 2^20, and P(the reported bucket is the true one) in (1/g, 1)."""
+    truth_probability: builtins.float
+    @property
+    def attributes(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___CalmAttribute]:
+        """The attributes, in order: each a name and its small categorical domain."""
+
+    @property
+    def marginals(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___CalmMarginal]:
+        """The chosen marginals, one per group: each the sorted indices of its attributes."""
+
+    @property
+    def grr(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.bool]:
+        """Per marginal: GRR over its cells (probability the largest with epsilon at most local hashing's)."""
+
+    def __init__(
+        self,
+        *,
+        attributes: collections.abc.Iterable[global___CalmAttribute] | None = ...,
+        marginals: collections.abc.Iterable[global___CalmMarginal] | None = ...,
+        g: builtins.int = ...,
+        truth_probability: builtins.float = ...,
+        grr: collections.abc.Iterable[builtins.bool] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attributes", b"attributes", "g", b"g", "grr", b"grr", "marginals", b"marginals", "truth_probability", b"truth_probability"]) -> None: ...
+
+global___CalmParams = CalmParams
+
+@typing.final
+class CalmAttribute(google.protobuf.message.Message):
+    """One attribute of a CALM record: its name and domain."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    DOMAIN_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    @property
+    def domain(self) -> global___Domain: ...
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+        domain: global___Domain | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["domain", b"domain"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["domain", b"domain", "name", b"name"]) -> None: ...
+
+global___CalmAttribute = CalmAttribute
+
+@typing.final
+class CalmMarginal(google.protobuf.message.Message):
+    """One chosen marginal of a CALM campaign: indices into CalmParams.attributes, increasing."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: builtins.int
+    @property
+    def attributes(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        attributes: collections.abc.Iterable[builtins.int] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attributes", b"attributes"]) -> None: ...
+
+global___CalmMarginal = CalmMarginal
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -1388,6 +1471,7 @@ class Campaign(google.protobuf.message.Message):
     HAAR_FIELD_NUMBER: builtins.int
     PCKV_FIELD_NUMBER: builtins.int
     SVIM_FIELD_NUMBER: builtins.int
+    CALM_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Unique campaign id chosen by the analyst, 1 to 128 Unicode code points (not UTF-16 units, not bytes).
     Immutable.
@@ -1509,6 +1593,10 @@ class Campaign(google.protobuf.message.Message):
     def svim(self) -> global___SvimParams:
         """Set-valued item and itemset mining (issue 18): one SVIM stage."""
 
+    @property
+    def calm(self) -> global___CalmParams:
+        """Multi-attribute marginals (issue 18): CALM."""
+
     def __init__(
         self,
         *,
@@ -1553,9 +1641,10 @@ class Campaign(google.protobuf.message.Message):
         haar: global___HaarWaveletParams | None = ...,
         pckv: global___PckvParams | None = ...,
         svim: global___SvimParams | None = ...,
+        calm: global___CalmParams | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar", "pckv", "svim"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "calm", b"calm", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "calm", b"calm", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar", "pckv", "svim", "calm"] | None: ...
 
 global___Campaign = Campaign

@@ -537,6 +537,65 @@ class HaarColumns(google.protobuf.message.Message):
 global___HaarColumns = HaarColumns
 
 @typing.final
+class CalmReport(google.protobuf.message.Message):
+    """One CALM report (issue 18): the device's group (its marginal, 1-based), local hashing's seed and bucket,
+    or a = b = 0 and the reported cell when the group's marginal uses GRR.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: builtins.int
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKET_FIELD_NUMBER: builtins.int
+    group: builtins.int
+    """The group, 1 <= group <= the number of marginals."""
+    a: builtins.int
+    b: builtins.int
+    bucket: builtins.int
+    """The reported bucket (< g) or GRR cell (< the marginal's cells)."""
+    def __init__(
+        self,
+        *,
+        group: builtins.int = ...,
+        a: builtins.int = ...,
+        b: builtins.int = ...,
+        bucket: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "bucket", b"bucket", "group", b"group"]) -> None: ...
+
+global___CalmReport = CalmReport
+
+@typing.final
+class CalmColumns(google.protobuf.message.Message):
+    """Columns of a CALM batch of `count` reports."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: builtins.int
+    A_FIELD_NUMBER: builtins.int
+    B_FIELD_NUMBER: builtins.int
+    BUCKETS_FIELD_NUMBER: builtins.int
+    groups: builtins.bytes
+    """count little-endian uint16 groups (2 * count bytes), each in [1, marginals]."""
+    a: builtins.bytes
+    """count little-endian uint64 seed words a and b (8 * count bytes each)."""
+    b: builtins.bytes
+    buckets: builtins.bytes
+    """count little-endian uint32 buckets (4 * count bytes)."""
+    def __init__(
+        self,
+        *,
+        groups: builtins.bytes = ...,
+        a: builtins.bytes = ...,
+        b: builtins.bytes = ...,
+        buckets: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["a", b"a", "b", b"b", "buckets", b"buckets", "groups", b"groups"]) -> None: ...
+
+global___CalmColumns = CalmColumns
+
+@typing.final
 class PairedSideReport(google.protobuf.message.Message):
     """One side of a paired report (issue 5): the member of Report.value its mechanism uses, same number."""
 
@@ -676,6 +735,7 @@ class Report(google.protobuf.message.Message):
     HAAR_FIELD_NUMBER: builtins.int
     PCKV_INDEX_FIELD_NUMBER: builtins.int
     SVIM_FIELD_NUMBER: builtins.int
+    CALM_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the report belongs to."""
     report_id: builtins.str
@@ -768,6 +828,10 @@ class Report(google.protobuf.message.Message):
     def svim(self) -> global___SvimReport:
         """svim (issue 18): the group, the hash seed and the bucket."""
 
+    @property
+    def calm(self) -> global___CalmReport:
+        """calm (issue 18): the group, the hash seed and the bucket (or GRR cell)."""
+
     def __init__(
         self,
         *,
@@ -805,10 +869,11 @@ class Report(google.protobuf.message.Message):
         haar: global___HaarReport | None = ...,
         pckv_index: builtins.int = ...,
         svim: global___SvimReport | None = ...,
+        calm: global___CalmReport | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pckv_index", b"pckv_index", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist", "value", b"value"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pckv_index", b"pckv_index", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist", "value", b"value"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector", "treehist", "hio", "haar", "pckv_index", "svim"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "calm", b"calm", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pckv_index", b"pckv_index", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist", "value", b"value"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "calm", b"calm", "campaign_id", b"campaign_id", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_code", b"duchi_code", "gaussian_code", b"gaussian_code", "gaussian_vector", b"gaussian_vector", "grr_index", b"grr_index", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_index", b"hr_index", "hybrid_code", b"hybrid_code", "laplace_code", b"laplace_code", "lgrr_index", b"lgrr_index", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_code", b"onebitmean_code", "oue_bits", b"oue_bits", "paired", b"paired", "pckv_index", b"pckv_index", "pem", b"pem", "piecewise_code", b"piecewise_code", "rappor", b"rappor", "report_id", b"report_id", "rr_answer", b"rr_answer", "sr_code", b"sr_code", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist", "value", b"value"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["value", b"value"]) -> typing.Literal["rr_answer", "grr_index", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_index", "laplace_code", "duchi_code", "piecewise_code", "hybrid_code", "sr_code", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_code", "lgrr_index", "losue_bits", "gaussian_code", "gaussian_vector", "treehist", "hio", "haar", "pckv_index", "svim", "calm"] | None: ...
 
 global___Report = Report
 
@@ -952,6 +1017,7 @@ class ReportBatch(google.protobuf.message.Message):
     HAAR_FIELD_NUMBER: builtins.int
     PCKV_INDICES_FIELD_NUMBER: builtins.int
     SVIM_FIELD_NUMBER: builtins.int
+    CALM_FIELD_NUMBER: builtins.int
     campaign_id: builtins.str
     """Campaign the reports belong to."""
     batch_id: builtins.str
@@ -1048,6 +1114,10 @@ class ReportBatch(google.protobuf.message.Message):
     def svim(self) -> global___SvimColumns:
         """svim (issue 18): groups, seeds and buckets."""
 
+    @property
+    def calm(self) -> global___CalmColumns:
+        """calm (issue 18): groups, seeds and buckets."""
+
     def __init__(
         self,
         *,
@@ -1086,10 +1156,11 @@ class ReportBatch(google.protobuf.message.Message):
         haar: global___HaarColumns | None = ...,
         pckv_indices: builtins.bytes = ...,
         svim: global___SvimColumns | None = ...,
+        calm: global___CalmColumns | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pckv_indices", b"pckv_indices", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pckv_indices", b"pckv_indices", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes", "treehist", "hio", "haar", "pckv_indices", "svim"] | None: ...
+    def HasField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "blh", b"blh", "boolean_bits", b"boolean_bits", "calm", b"calm", "cms", b"cms", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pckv_indices", b"pckv_indices", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["basic_bits", b"basic_bits", "batch_id", b"batch_id", "blh", b"blh", "boolean_bits", b"boolean_bits", "calm", b"calm", "campaign_id", b"campaign_id", "cms", b"cms", "count", b"count", "dbitflip", b"dbitflip", "duchi_codes", b"duchi_codes", "gaussian_codes", b"gaussian_codes", "gaussian_vector_codes", b"gaussian_vector_codes", "grr_indices", b"grr_indices", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr_indices", b"hr_indices", "hybrid_codes", b"hybrid_codes", "laplace_codes", b"laplace_codes", "lgrr_indices", b"lgrr_indices", "losue_bits", b"losue_bits", "multidim", b"multidim", "olh", b"olh", "onebitmean_codes", b"onebitmean_codes", "oue_bits", b"oue_bits", "paired", b"paired", "payload", b"payload", "pckv_indices", b"pckv_indices", "pem", b"pem", "piecewise_codes", b"piecewise_codes", "rappor", b"rappor", "rr_answers", b"rr_answers", "sr_codes", b"sr_codes", "ss_bits", b"ss_bits", "sue_bits", b"sue_bits", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["payload", b"payload"]) -> typing.Literal["rr_answers", "grr_indices", "rappor", "basic_bits", "boolean_bits", "oue_bits", "sue_bits", "olh", "blh", "ss_bits", "hr_indices", "laplace_codes", "duchi_codes", "piecewise_codes", "hybrid_codes", "sr_codes", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean_codes", "lgrr_indices", "losue_bits", "gaussian_codes", "gaussian_vector_codes", "treehist", "hio", "haar", "pckv_indices", "svim", "calm"] | None: ...
 
 global___ReportBatch = ReportBatch
 
