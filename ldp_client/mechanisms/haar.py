@@ -297,6 +297,7 @@ class HaarSpec(MechanismSpec[HaarParams]):
     kind: ClassVar[Kind] = Kind.SUPPORT
     wire: ClassVar[WireNames] = WireNames(campaign="haar", batch="haar", report="haar")
     takes_domain: ClassVar[bool] = True
+    per_device_state: ClassVar[bool] = True  # the level comes from the client secret: one client per user
     epsilon_field: ClassVar[str | None] = "truth_probability"
 
     def make(

@@ -395,6 +395,7 @@ class HIOSpec(MechanismSpec[HIOParams]):
     kind: ClassVar[Kind] = Kind.SUPPORT
     wire: ClassVar[WireNames] = WireNames(campaign="hio", batch="hio", report="hio")
     takes_domain: ClassVar[bool] = True
+    per_device_state: ClassVar[bool] = True  # the level comes from the client secret: one client per user
     epsilon_field: ClassVar[str | None] = "truth_probability"
 
     def make(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 
@@ -111,6 +111,15 @@ def test_mechanism_modules_never_import_the_registry_or_the_params_facade(spec: 
     assert "ldp_client.mechanisms" not in {n for n in imported if n.count(".") == 1}, (
         "import the mechanism modules themselves, not the package (it imports every encoder)"
     )
+
+
+@pytest.mark.parametrize("spec", registry.SPECS, ids=lambda s: s.name)
+def test_a_mechanism_that_needs_the_client_secret_keeps_state_per_device(spec: Any) -> None:
+    # A device whose reports depend on its secret (a cohort, a level or group, a memoized response) is one
+    # user: a simulation must give every simulated user a client of its own (per_device_state), or one
+    # Reporter would put them all in the same cohort, level or group.
+    if any(spec.needs_secret(params) for params in spec.examples()):
+        assert spec.per_device_state, f"{spec.name} needs the client secret but declares no per-device state"
 
 
 FAMILY = ("rappor", "basic-rappor", "boolean-rappor", "paired")

@@ -80,6 +80,8 @@ class PairedSpec(MechanismSpec[PairedParams]):
     params_type: ClassVar[type[Any]] = PairedParams
     kind: ClassVar[Kind] = Kind.PAIRED
     wire: ClassVar[WireNames] = WireNames(campaign="paired", batch="paired", report="paired")
+    # A string-RAPPOR side takes its cohort and permanent response from the client secret: one client per user.
+    per_device_state: ClassVar[bool] = True
 
     # ----------------------------------------------------------------------------------- parameters
 
