@@ -80,7 +80,7 @@ class PairedSpec(MechanismSpec[PairedParams]):
     params_type: ClassVar[type[Any]] = PairedParams
     kind: ClassVar[Kind] = Kind.PAIRED
     wire: ClassVar[WireNames] = WireNames(campaign="paired", batch="paired", report="paired")
-    # A string-RAPPOR side takes its cohort and permanent response from the client secret: one client per user.
+    # A string-RAPPOR side takes its cohort and permanent response from the secret: one client per user.
     per_device_state: ClassVar[bool] = True
 
     # ----------------------------------------------------------------------------------- parameters
