@@ -4,7 +4,9 @@ Plain HTML with one inline style sheet and inline SVG plots (:mod:`ldp_aggregato
 (the pages' Content-Security-Policy forbids any). Every text from the store goes through
 :func:`html.escape`. Every number in a table cell carries its exact value in ``data-value`` (``repr`` of
 the float, as in the JSON), and shows a rounded form; long tables are split into pages of
-:data:`PAGE_SIZE` rows, the plots show the :data:`PLOT_ROWS` largest estimates.
+:data:`PAGE_SIZE` rows, the plots show the :data:`PLOT_ROWS` largest estimates (both, the cells and the
+number format are in :mod:`ldp_aggregator.web.cells`; a calm campaign's marginals and an SVIM stage's
+itemsets are drawn by :mod:`ldp_aggregator.web.sections`).
 """
 
 from __future__ import annotations

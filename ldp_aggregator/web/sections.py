@@ -137,7 +137,8 @@ def _size_label(s: int, last: bool) -> str:
 def itemsets_html(mining: dict[str, Any], conf: str, page: int, link: Callable[[int], str]) -> str:
     """An SVIM stage (issue 18): its stage, the users' set sizes, the correction u(L) for users with more
     than L elements and the suggested L, then the ranked items or itemsets with their estimates and
-    corrected estimates (one page of the table; ``?page=`` as the item table)."""
+    corrected estimates (one page of the table; ``?page=`` as the item table; no plot of its own: the
+    estimate's plot above shows the same values largest first)."""
     u = mining["correction"]
     sizes = mining["size_shares"]
     ranked = mining["ranked"]
@@ -162,14 +163,6 @@ def itemsets_html(mining: dict[str, Any], conf: str, page: int, link: Callable[[
         if sizes
         else '<p class="muted">No size group: the correction is 1.</p>'
     )
-    plot = interval_plot(
-        [
-            PlotRow(label=r["label"], value=r["estimate"], low=r["ci_low"], high=r["ci_high"])
-            for r in ranked[:PLOT_ROWS]
-        ],
-        axis_label="estimated users holding it",
-        caption=f"the {min(PLOT_ROWS, len(ranked))} best-ranked of {len(ranked):,}, {conf} intervals",
-    )
     head = "<tr><th>rank</th><th>" + escape(mining["stage"].rstrip("s")) + "</th>"
     head += "".join(f"<th>{h}</th>" for h, _ in _RANKED_COLUMNS) + "</tr>"
     body = "".join(
@@ -183,6 +176,6 @@ def itemsets_html(mining: dict[str, Any], conf: str, page: int, link: Callable[[
     nav = pager(len(ranked), page, link)
     return (
         f"<h3>Itemset mining <span class='muted'>(SVIM, {escape(mining['stage'])} stage)</span></h3>"
-        f"{summary}<h4>Set sizes</h4>{size_table}<h4>Ranking</h4>{plot}{nav}"
+        f"{summary}<h4>Set sizes</h4>{size_table}<h4>Ranking</h4>{nav}"
         f'<table id="itemsets-ranked">{head}{body}</table>{nav}'
     )
