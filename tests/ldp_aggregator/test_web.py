@@ -39,10 +39,13 @@ from ldp_aggregator.web.data import (
     default_cdf_ranges,
 )
 from ldp_aggregator.web.http import HttpError
+from ldp_client import wire
 from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.calm import CalmParams
 from tests.ldp_aggregator.test_security import pki  # noqa: F401 (the test CA fixture)
 from tests.ldp_aggregator.web_server import (
     CAMPAIGNS,
+    HEALTH,
     MARGINAL_ID,
     RANGE_ID,
     RAPPOR_ID,
@@ -409,6 +412,27 @@ def test_a_refusal_is_shown_as_the_service_answers_it(web: WebServer) -> None:
     assert "population_size" in doc["estimate"]["error"]["message"]
     status, _, body = web.get(campaign_path("browser") + "?population_size=10")
     assert status == 200 and b"INVALID_ARGUMENT" in body
+
+
+def _marginal_campaign_without_reports(s: WebServer) -> None:
+    params = CalmParams.from_epsilon(HEALTH, ((0, 1), (1, 2)), 2.0)
+    msg = wire.campaign_to_proto(campaign_id=MARGINAL_ID, params=params)
+    s.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=s.md(Role.ADMIN))
+
+
+def test_a_marginal_refusal_is_shown_as_the_service_answers_it(tmp_path: Path) -> None:
+    # No report yet: GetEstimate refuses the marginals (a group without reports); the estimate stays shown.
+    with web_server(tmp_path, fill=_marginal_campaign_without_reports) as s:
+        doc = _json(s, campaign_path(MARGINAL_ID, api=True) + "?marginal=sex")
+        with pytest.raises(grpc.RpcError) as refused:
+            _marginals_of(s, MARGINAL_ID, [["sex"]], False)
+        error = {"code": refused.value.code().name, "message": refused.value.details()}
+        assert doc["marginals"] == {"error": error} and "group 1 has none" in error["message"]
+        assert "answer" in doc["estimate"]
+        status, _, body = s.get(campaign_path(MARGINAL_ID) + "?marginal=sex")
+        html = body.decode().replace("&#x27;", "'")
+        assert status == 200 and f"answers {error['code']}: {error['message']}" in html
+        assert "<h2>Marginals</h2>" in html
 
 
 def test_an_html_page_shows_what_is_ready_and_reloads_until_the_rest_is(
