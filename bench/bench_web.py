@@ -7,7 +7,10 @@ free loopback port and an analyst token, and two campaigns:
   by ``--reports`` zipf(1.1) users (encoded per user with the batch encoder, sent through the Collector);
 * ``grr-10k``: k-ary randomized response over 10,000 labels, the same number of reports;
 * ``hio-10k``: hierarchical intervals (branching 4, epsilon 4) over 10,000 ordered values, the same
-  number of reports: its page also answers the quartiles and the CDF at 9 points (ranges and quantiles).
+  number of reports: its page also answers the quartiles and the CDF at 9 points (ranges and quantiles);
+* ``calm-8x4``: CALM marginals (epsilon 2) of 8 attributes of 4 values each, all 28 pairs chosen (448
+  cells), the same number of reports (records uniform over the 65,536 combinations): its page answers
+  every chosen marginal (``Analyst.GetEstimate`` marginals).
 
 For each it measures, over plain HTTP (``http.client``, one connection per request, as the server closes
 each): the first (cold) HTML request, which starts the analyses and answers after at most
@@ -17,11 +20,13 @@ the decode of 10,000 candidates); then ``--repeats`` warm HTML requests (analyse
 flags of docs/web.md) and reports the navigation's load time.
 
     .venv/bin/python bench/bench_web.py --reports 100000 --repeats 20 --browser
+    .venv/bin/python bench/bench_web.py --reports 100000 --repeats 20 --only calm-8x4
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -36,6 +41,7 @@ from ldp_aggregator.auth import Role
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.web.app import HTML_WAIT_S
 from ldp_client import registry, wire
+from ldp_client.mechanisms.calm import CalmParams
 from ldp_client.mechanisms.hio import HIOParams
 from ldp_client.params import GRRParams, RapporParams
 from tests.ldp_aggregator.web_server import WebServer, campaign_path
@@ -46,7 +52,10 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-def _fill(s: WebServer, n_reports: int) -> None:
+CAMPAIGNS = ("rappor-10k", "grr-10k", "hio-10k", "calm-8x4")
+
+
+def _fill(s: WebServer, n_reports: int, only: tuple[str, ...]) -> None:
     from ldp_aggregator._proto.ldp.v1 import analyst_pb2
     from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 
@@ -54,19 +63,28 @@ def _fill(s: WebServer, n_reports: int) -> None:
     labels = tuple(f"site-{i:05d}.example" for i in range(10_000))
     w = np.zeros(10_000)
     w[:1000] = 1.0 / np.arange(1, 1001) ** 1.1
+    attrs = tuple((f"q{i}", ("a", "b", "c", "d")) for i in range(8))
     campaigns = (
         ("rappor-10k", RapporParams(k=128, h=2, m=64), labels),
         ("grr-10k", GRRParams.from_epsilon(list(labels), 4.0), ()),
         ("hio-10k", HIOParams.from_epsilon(list(labels), 4.0, branching=4), ()),
+        ("calm-8x4", CalmParams.from_epsilon(attrs, tuple(itertools.combinations(range(8), 2)), 2.0), ()),
     )
     collector = collector_pb2_grpc.CollectorStub(s.channel)
     for cid, params, cands in campaigns:
+        if cid not in only:
+            continue
         msg = wire.campaign_to_proto(campaign_id=cid, params=params, candidates=cands)
         s.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=s.md(Role.ADMIN))
         spec = registry.spec_for(params)
+        inputs = spec.items(params) if cid == "calm-8x4" else labels
         for b in range(0, n_reports, 50_000):
-            values = rng.choice(10_000, size=min(50_000, n_reports - b), p=w / w.sum())
-            cols = spec.encode_batch(params, values, rng, campaign_id=cid, labels=labels)
+            size = min(50_000, n_reports - b)
+            if cid == "calm-8x4":
+                values = rng.integers(0, len(inputs), size=size)
+            else:
+                values = rng.choice(10_000, size=size, p=w / w.sum())
+            cols = spec.encode_batch(params, values, rng, campaign_id=cid, labels=inputs)
             batch = wire.batch_to_proto(campaign_id=cid, batch_id=f"b{b}", params=params, columns=cols)
             collector.Submit(batch, metadata=s.md(Role.REPORTER))
 
@@ -102,6 +120,7 @@ def main() -> None:
     ap.add_argument("--reports", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--browser", action="store_true", help="also load the warm page in headless Chromium")
+    ap.add_argument("--only", nargs="+", choices=CAMPAIGNS, default=CAMPAIGNS, help="these campaigns only")
     args = ap.parse_args()
     import grpc
 
@@ -120,10 +139,11 @@ def main() -> None:
         with BackgroundServer(config) as server, grpc.insecure_channel(server.target) as channel:
             s = WebServer(server, db, tokens, channel)
             t0 = time.perf_counter()
-            _fill(s, args.reports)
+            only = tuple(args.only)
+            _fill(s, args.reports, only)
             filled = time.perf_counter() - t0
-            print(f"3 campaigns x {args.reports:,} reports, 10,000 candidates/labels: {filled:.1f} s")
-            for cid in ("rappor-10k", "grr-10k", "hio-10k"):
+            print(f"{len(only)} campaigns x {args.reports:,} reports: {filled:.1f} s")
+            for cid in only:
                 path = campaign_path(cid)
                 cold, status, body = _timed_get(s, path)
                 pending = b"pending-" in body

@@ -8,8 +8,9 @@ by the same analyst and admin tokens. The modules, bottom up:
   bounded requests, no bodies, one request per connection);
 * :mod:`~ldp_aggregator.web.data`: the documents it shows, made by the Analyst service's own methods and
   JSON functions (the same numbers), with the rates and a cache of long computations;
-* :mod:`~ldp_aggregator.web.svg` and :mod:`~ldp_aggregator.web.pages`: inline-SVG interval plots and the
-  server-rendered HTML (no script);
+* :mod:`~ldp_aggregator.web.svg`, :mod:`~ldp_aggregator.web.cells`, :mod:`~ldp_aggregator.web.sections`
+  and :mod:`~ldp_aggregator.web.pages`: inline-SVG interval plots, table cells, the sections of a calm
+  campaign's marginals and an SVIM stage's itemsets, and the server-rendered HTML (no script);
 * :mod:`~ldp_aggregator.web.app`: routes, the token check, query strings, error pages.
 
 See ``docs/web.md``.

@@ -5,10 +5,11 @@ Routes (GET or HEAD; any other method is 405):
 ==============================  ============================================================================
 ``/``                           campaigns: mechanism, epsilon, reports received, rates (``?format=json``)
 ``/campaigns/ID``               one campaign (ID percent-encoded): estimates, decode or association,
-                                ranges and quantiles, privacy; ``?confidence=``, ``?alpha=``,
+                                ranges and quantiles, marginals, privacy; ``?confidence=``, ``?alpha=``,
                                 ``?correction=bonferroni|bh``, ``?population_size=``, ``?page=`` (table
                                 page), ``?range=LO:HI`` and ``?quantile=Q`` (range mechanisms,
-                                repeatable), ``?format=json``
+                                repeatable), ``?marginal=A,B`` (marginal mechanisms, repeatable) and
+                                ``?non_negative=1``, ``?format=json``
 ``/api/campaigns``              the list as JSON (the same document as ``/?format=json``)
 ``/api/campaigns/ID``           a campaign as JSON (the same as ``/campaigns/ID?format=json``)
 ``/login?token=T&next=/PATH``   checks the token, keeps it in an HttpOnly cookie, redirects to ``next``
@@ -33,6 +34,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
 from ldp_aggregator.auth import Authenticator, PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.marginals import parse_marginal
 from ldp_aggregator.ranges import parse_range
 from ldp_aggregator.ratelimit import AuthFailuresLimitedError, RateLimiter
 from ldp_aggregator.web import pages
@@ -40,7 +42,7 @@ from ldp_aggregator.web.data import CampaignQuery, CampaignState, WebReader, com
 from ldp_aggregator.web.http import HttpError, Request, Response
 from ldp_client.errors import CampaignNotFoundError, InvalidParameterError
 
-__all__ = ["COOKIE", "HTML_WAIT_S", "MAX_QUANTILES", "MAX_RANGES", "WebApp"]
+__all__ = ["COOKIE", "HTML_WAIT_S", "MAX_MARGINALS", "MAX_QUANTILES", "MAX_RANGES", "WebApp"]
 
 COOKIE: Final = "ldp_web_token"
 HTML_WAIT_S: Final = 0.6
@@ -50,6 +52,9 @@ MAX_RANGES: Final = 32
 """At most this many ``range=`` fields on a campaign page (each costs a pass over the range tree)."""
 MAX_QUANTILES: Final = 32
 """At most this many ``quantile=`` fields."""
+MAX_MARGINALS: Final = 64
+"""At most this many ``marginal=`` fields: the most marginals a calm campaign chooses, so that a page can
+ask for all of them (each costs a pass of the consistency steps' adjoint over the queried cells)."""
 _MAX_QUERY_FIELDS: Final = 256  # the request line is at most 8 KiB anyway; the limits above name the field
 _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _CORRECTIONS: Final = ("bonferroni", "bh")
@@ -62,8 +67,11 @@ _CAMPAIGN_PARAMS: Final = (
     "page",
     "range",
     "quantile",
+    "marginal",
+    "non_negative",
 )
-_REPEATABLE: Final = {"range": MAX_RANGES, "quantile": MAX_QUANTILES}
+_REPEATABLE: Final = {"range": MAX_RANGES, "quantile": MAX_QUANTILES, "marginal": MAX_MARGINALS}
+_FLAGS: Final = {"0": False, "1": True}
 _LIST_PARAMS: Final = ("format",)
 _LIST_RPC: Final = "/ldp.v1.Analyst/ListCampaigns"
 _RPC_OF: Final = {
@@ -71,6 +79,7 @@ _RPC_OF: Final = {
     "decode": "/ldp.v1.Analyst/DecodeRappor",
     "association": "/ldp.v1.Analyst/EstimateAssociation",
     "ranges": "/ldp.v1.Analyst/GetEstimate",
+    "marginals": "/ldp.v1.Analyst/GetEstimate",
 }
 _SECURITY_HEADERS: Final = (
     # No script at all, styles and images only from the page itself; never framed, never cached.
@@ -162,6 +171,13 @@ def _fraction(name: str, text: str) -> float:
     return value
 
 
+def _flag(fields: dict[str, str], name: str) -> bool:
+    text = fields.get(name, "0")
+    if text not in _FLAGS:
+        raise _bad(name, text, "0 or 1")
+    return _FLAGS[text]
+
+
 def _positive_int(fields: dict[str, str], name: str, default: int | None, limit: int) -> int | None:
     text = fields.get(name)
     if text is None:
@@ -175,7 +191,8 @@ def campaign_query(
     fields: dict[str, str], multi: dict[str, list[str]] | None = None
 ) -> tuple[CampaignQuery, int]:
     """The campaign page's options and table page, checked (400 otherwise); the quantiles are checked here,
-    the ranges against the campaign's domain by :func:`resolve_ranges`."""
+    the ranges against the campaign's domain by :func:`resolve_ranges`, the marginals against its
+    attributes by :func:`resolve_marginals`."""
     correction = fields.get("correction")
     if correction is not None and correction not in _CORRECTIONS:
         raise _bad("correction", correction, " or ".join(_CORRECTIONS))
@@ -187,6 +204,7 @@ def campaign_query(
         correction=correction,
         population_size=_positive_int(fields, "population_size", None, 10**15),
         quantiles=quantiles,
+        non_negative=_flag(fields, "non_negative"),
     )
     page = _positive_int(fields, "page", 1, 10**6)
     return query, page or 1
@@ -230,6 +248,48 @@ def resolve_ranges(query: CampaignQuery, multi: dict[str, list[str]], state: Cam
             raise _bad("range", text, allowed)
         wanted.append((lo, hi))
     return replace(query, ranges=tuple(wanted))
+
+
+def resolve_marginals(
+    query: CampaignQuery, fields: dict[str, str], multi: dict[str, list[str]], state: CampaignState
+) -> CampaignQuery:
+    """``query`` with the ``marginal=A,B`` fields as attribute names, checked as ``ldp-aggregator estimate
+    --marginal`` and ``Analyst.GetEstimate`` check them (``marginals.parse_marginal``: attributes of the
+    campaign, each once; then covered by one of the campaign's chosen marginals), before any estimate;
+    ``marginal=`` and ``non_negative=`` need a marginal mechanism.
+
+    Raises:
+        HttpError: 400 naming the field, the value and what is allowed.
+    """
+    attributes, chosen = state.marginal_attributes, state.chosen_marginals
+    if attributes is None or chosen is None:
+        given = [("marginal", multi["marginal"][0])] if "marginal" in multi else []
+        given += [("non_negative", fields["non_negative"])] if "non_negative" in fields else []
+        if given:
+            raise _bad(
+                *given[0],
+                "only on campaigns of a marginal mechanism (calm); this campaign's mechanism is "
+                f"{state.doc['mechanism']}",
+            )
+        return query
+    texts = multi.get("marginal", [])
+    if not texts:
+        return query
+    listed = "; ".join(",".join(m) for m in chosen)
+    allowed = (
+        f"attribute names joined by ',' among {', '.join(attributes)}, each once, covered by one chosen "
+        f"marginal ({listed}), at most {MAX_MARGINALS} marginals"
+    )
+    wanted = []
+    for text in texts:
+        try:
+            names = tuple(attributes[i] for i in parse_marginal(text, attributes))
+        except InvalidParameterError:
+            raise _bad("marginal", text, allowed) from None
+        if not any(set(names) <= set(m) for m in chosen):
+            raise _bad("marginal", text, allowed)
+        wanted.append(names)
+    return replace(query, marginals=tuple(wanted))
 
 
 def _wants_json(request: Request, fields: dict[str, str] | None = None) -> bool:
@@ -360,7 +420,7 @@ class WebApp:
             raise HttpError(
                 HTTPStatus.NOT_FOUND, f"no campaign {campaign_id[:128]!r}: see / for the list"
             ) from None
-        query = resolve_ranges(query, multi, state)
+        query = resolve_marginals(resolve_ranges(query, multi, state), fields, multi, state)
         doc = state.doc
         entries = self._reader.analyses(state, query)
         for name in doc["analyses"]:

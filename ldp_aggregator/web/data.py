@@ -7,9 +7,11 @@ functions ``ldp-aggregator ... --json`` uses (``campaign_to_dict``, ``estimate_t
 ``decode_response_to_dict``, ``association_response_to_dict``): a page and the Analyst service cannot
 disagree, because there is no second implementation. A refusal is shown as the service would answer it:
 its status code name and message. A range mechanism's ranges and quantiles (``ranges``) are the
-servicer's own calls too (``Aggregator.estimate_ranges``, ``ranges.add_to_proto``). What the view adds of
-its own is under ``view``, apart from the service's answers: the range query it asked
-(``view.range_query``) and a discovery's "detected" flags (``view.discovery_detected``).
+servicer's own calls too (``Aggregator.estimate_ranges``, ``ranges.add_to_proto``), and so are a marginal
+campaign's marginals (``marginals``: ``Aggregator.estimate_marginals``, ``marginals.add_to_proto``). What
+the view adds of its own is under ``view``, apart from the service's answers: the range and marginal
+queries it asked (``view.range_query``, ``view.marginal_query``) and a discovery's "detected" flags
+(``view.discovery_detected``).
 
 :class:`WebReader` only reads: it calls no method of the aggregator or the store that writes.
 
@@ -35,6 +37,8 @@ from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.analysis import estimate_to_dict
 from ldp_aggregator.association import association_response_to_dict
 from ldp_aggregator.export import campaign_to_dict
+from ldp_aggregator.marginals import add_to_proto as add_marginals_to_proto
+from ldp_aggregator.marginals import marginals_to_dict
 from ldp_aggregator.ranges import add_to_proto, ranges_to_dict
 from ldp_aggregator.rappor_decode import decode_response_to_dict, decodes
 from ldp_aggregator.service import Aggregator, info_from_record, status_for, status_message
@@ -85,6 +89,11 @@ class CampaignQuery:
     :func:`default_cdf_ranges`."""
     quantiles: tuple[float, ...] | None = None
     """Range mechanisms: the quantiles to estimate; None: :data:`DEFAULT_QUANTILES`."""
+    marginals: tuple[tuple[str, ...], ...] | None = None
+    """Marginal mechanisms: the attribute names of each marginal asked (checked against the campaign's
+    chosen marginals), in the order its cells are listed; None: every chosen marginal."""
+    non_negative: bool = False
+    """Marginal mechanisms: each marginal with its non-negative version beside (never instead of) it."""
 
     def estimate_options(self) -> dict[str, Any]:
         """The options of ``Analyst.GetEstimate`` with the servicer's defaults for unset fields."""
@@ -109,6 +118,17 @@ class CampaignQuery:
             "ranges_": self.ranges if self.ranges is not None else default_cdf_ranges(domain_size),
             "quantiles": self.quantiles if self.quantiles is not None else DEFAULT_QUANTILES,
             "confidence": self.confidence or 0.95,
+        }
+
+    def marginal_options(self, chosen: tuple[tuple[str, ...], ...]) -> dict[str, Any]:
+        """The marginals of ``Analyst.GetEstimate`` (its ``marginals`` and ``confidence`` fields) this page
+        asks for: the query's, or every one of the campaign's ``chosen`` marginals; the same
+        ``non_negative`` flag on each (as ``ldp-aggregator estimate --marginal ... --non-negative``)."""
+        queries = self.marginals if self.marginals is not None else chosen
+        return {
+            "queries": queries,
+            "confidence": self.confidence or 0.95,
+            "non_negative": (self.non_negative,) * len(queries),
         }
 
 
@@ -312,20 +332,32 @@ class WebReader:
             "device_spend": device_spend(spec, info.params),
         }
         levels = spec.range_levels(info.params, acc)
+        tables = spec.marginal_tables(info.params, acc)
         return CampaignState(
-            doc=doc, info=info, version=version, range_labels=None if levels is None else levels.labels
+            doc=doc,
+            info=info,
+            version=version,
+            range_labels=None if levels is None else levels.labels,
+            marginal_attributes=None if tables is None else tables.attributes,
+            chosen_marginals=None
+            if tables is None
+            else tuple(tuple(tables.attributes[a] for a in m) for m in tables.marginals),
         )
 
     def analyses(self, state: CampaignState, query: CampaignQuery) -> list[_Entry]:
         """Start (or find cached) the campaign's analyses: the estimate, the decode or association where
-        the mechanism has one, and the ranges and quantiles of a range mechanism; on the event loop.
-        Await them with :func:`complete`.
+        the mechanism has one, the ranges and quantiles of a range mechanism and the marginals of a
+        marginal mechanism; on the event loop. Await them with :func:`complete`.
 
         ``ranges`` is ``{"answer": {"ranges": [...], "quantiles": [...]}}``: exactly those fields of
         ``Analyst.GetEstimate``'s answer to a request with the page's ranges, quantiles and confidence
         (the servicer's own calls: ``Aggregator.estimate_ranges`` and ``ranges.add_to_proto``), or the
         service's refusal (a tree level without reports). The positions asked are in
-        ``view.range_query``."""
+        ``view.range_query``. Likewise ``marginals`` is ``{"answer": {"marginals": [...]}}``, that field of
+        ``Analyst.GetEstimate``'s answer to a request with the page's marginals (by default every chosen
+        marginal of the campaign), ``non_negative`` flags and confidence (``Aggregator.estimate_marginals``
+        and ``marginals.add_to_proto``), or the service's refusal (a group without reports); the attributes
+        asked are in ``view.marginal_query``."""
         agg, campaign_id, doc, info = self._agg, state.info.campaign_id, state.doc, state.info
         jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             (
@@ -370,6 +402,21 @@ class WebReader:
                 "default_ranges": query.ranges is None,
                 "default_quantiles": query.quantiles is None,
             }
+        if state.chosen_marginals is not None:
+            marginal_options = query.marginal_options(state.chosen_marginals)
+
+            def marginals_answer() -> estimates_pb2.EstimateResponse:
+                msg = estimates_pb2.EstimateResponse()
+                add_marginals_to_proto(msg, agg.estimate_marginals(campaign_id, **marginal_options))
+                return msg
+
+            jobs.append(("marginals", lambda: _answer(marginals_answer, _marginals_dict)))
+            doc.setdefault("view", {})["marginal_query"] = {
+                "marginals": [list(q) for q in marginal_options["queries"]],
+                "non_negative": query.non_negative,
+                "default_marginals": query.marginals is None,
+                "chosen_marginals": [list(m) for m in state.chosen_marginals],
+            }
         entries = []
         for name, compute in jobs:
             entries.append(self.cache.get((name, campaign_id, state.version, query), compute))
@@ -383,15 +430,23 @@ def _ranges_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
     return {"ranges": [], "quantiles": [], **ranges_to_dict(msg)}
 
 
+def _marginals_dict(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
+    """The ``marginals`` of an estimate's JSON (``estimate_to_dict``), always present."""
+    return {"marginals": [], **marginals_to_dict(msg)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class CampaignState:
-    """What :meth:`WebReader.campaign_state` read: the document, the campaign, the version of its state and
-    a range mechanism's ordered domain (None for the others)."""
+    """What :meth:`WebReader.campaign_state` read: the document, the campaign, the version of its state, a
+    range mechanism's ordered domain and a marginal mechanism's attributes and chosen marginals (as
+    attribute names; None for the other mechanisms)."""
 
     doc: dict[str, Any]
     info: Any
     version: tuple[int, int, bool]
     range_labels: tuple[str, ...] | None
+    marginal_attributes: tuple[str, ...] | None = None
+    chosen_marginals: tuple[tuple[str, ...], ...] | None = None
 
 
 async def complete(doc: dict[str, Any], entries: list[_Entry], *, wait_s: float | None) -> list[str]:

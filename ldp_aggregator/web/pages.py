@@ -4,25 +4,28 @@ Plain HTML with one inline style sheet and inline SVG plots (:mod:`ldp_aggregato
 (the pages' Content-Security-Policy forbids any). Every text from the store goes through
 :func:`html.escape`. Every number in a table cell carries its exact value in ``data-value`` (``repr`` of
 the float, as in the JSON), and shows a rounded form; long tables are split into pages of
-:data:`PAGE_SIZE` rows, the plots show the :data:`PLOT_ROWS` largest estimates.
+:data:`PAGE_SIZE` rows, the plots show the :data:`PLOT_ROWS` largest estimates (both, the cells and the
+number format are in :mod:`ldp_aggregator.web.cells`; a calm campaign's marginals and an SVIM stage's
+itemsets are drawn by :mod:`ldp_aggregator.web.sections`).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlencode
 
+from ldp_aggregator.web.cells import PAGE_SIZE, PLOT_ROWS, fmt
+from ldp_aggregator.web.cells import num_cell as _num
+from ldp_aggregator.web.cells import pager as _pager
+from ldp_aggregator.web.cells import text_cell as _txt
 from ldp_aggregator.web.data import discovery_detected
+from ldp_aggregator.web.sections import itemsets_html, marginals_html
 from ldp_aggregator.web.svg import PlotRow, interval_plot
 
 __all__ = ["PAGE_SIZE", "PLOT_ROWS", "campaign_page", "campaigns_page", "error_page", "fmt", "login_page"]
-
-PAGE_SIZE: Final = 100
-PLOT_ROWS: Final = 40
 
 _CSS: Final = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
@@ -41,29 +44,6 @@ svg .grid{stroke:#eef0f4}svg .zero{stroke:#8a8f98}svg .ci{stroke:#3b6ea8;stroke-
 svg .pt,svg .det{fill:#3b6ea8}svg .nodet{fill:#fff;stroke:#3b6ea8;stroke-width:1.5}
 nav.pages a{margin-right:.6em}
 """
-
-
-def fmt(value: Any) -> str:
-    """A number for people: thousands separated, about four significant digits; ``"inf"`` as ∞."""
-    if isinstance(value, str):
-        return {"inf": "∞", "-inf": "-∞"}.get(value, value)
-    if isinstance(value, bool) or value is None:
-        return "" if value is None else ("yes" if value else "no")
-    if isinstance(value, int):
-        return f"{value:,}"
-    if not math.isfinite(value):
-        return "∞" if value > 0 else ("-∞" if value < 0 else "nan")
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.4g}"
-
-
-def _num(value: Any) -> str:
-    return f'<td class="n" data-value="{escape(repr(value))}">{escape(fmt(value))}</td>'
-
-
-def _txt(value: Any, cls: str = "") -> str:
-    return f"<td{f' class={cls!r}' if cls else ''}>{escape(str(value))}</td>"
 
 
 def layout(title: str, body: str, *, refresh_s: int | None = None) -> str:
@@ -116,19 +96,6 @@ def campaigns_page(doc: dict[str, Any]) -> str:
         'reloads every 15 s). JSON: <a href="/api/campaigns">/api/campaigns</a>.</p>'
     )
     return layout("campaigns", body, refresh_s=15)
-
-
-def _pager(total: int, page: int, link: Callable[[int], str]) -> str:
-    pages = max(1, math.ceil(total / PAGE_SIZE))
-    if pages == 1:
-        return ""
-    parts = [f"rows {(page - 1) * PAGE_SIZE + 1:,}–{min(page * PAGE_SIZE, total):,} of {total:,}:"]
-    if page > 1:
-        parts.append(f'<a href="{escape(link(page - 1))}">previous</a>')
-    if page < pages:
-        parts.append(f'<a href="{escape(link(page + 1))}">next</a>')
-    parts.append(f"page {page} of {pages}")
-    return f'<nav class="pages">{" ".join(parts)}</nav>'
 
 
 def _by_count(items: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -251,6 +218,8 @@ def _estimate_html(est: dict[str, Any], page: int, link: Callable[[int], str]) -
             "<tr>" + _txt(m["label"]) + "".join(_num(m[c]) for c in cols) + "</tr>" for m in est["means"]
         )
         parts.append(f'<table id="means"><tr>{head}</tr>{body}</table>')
+    if est.get("itemsets"):  # issue 18: an SVIM stage's sizes, correction and ranking
+        parts.append(itemsets_html(est["itemsets"], conf, page, link))
     if est.get("key_values"):
         parts.append(_key_values_html(est["key_values"], conf))
     if "levels" in est:
@@ -548,8 +517,9 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
         + _privacy_html(p, doc)
     )
     parts = [head]
-    # A range campaign's headline is its quantiles and CDF: they come before the per-value estimates.
-    for name in sorted(doc["analyses"], key=lambda n: n != "ranges"):
+    # A range campaign's headline is its quantiles and CDF, a marginal campaign's its marginals: they come
+    # before the per-value estimates.
+    for name in sorted(doc["analyses"], key=lambda n: n not in ("ranges", "marginals")):
         section = doc[name]
         if name in pending:
             parts.append(
@@ -564,6 +534,8 @@ def campaign_page(doc: dict[str, Any], pending: Sequence[str], page: int, link: 
             parts.append(_decode_html(section["answer"], page, link))
         elif name == "ranges":
             parts.append(_ranges_html(section["answer"], doc, link))
+        elif name == "marginals":
+            parts.append(marginals_html(section["answer"], doc, page, link))
         else:
             parts.append(_association_html(section["answer"]))
     here = link(page)

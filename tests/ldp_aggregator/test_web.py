@@ -30,7 +30,7 @@ from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import list_tokens
 from ldp_aggregator.web import app as web_app
-from ldp_aggregator.web.app import resolve_ranges
+from ldp_aggregator.web.app import resolve_marginals, resolve_ranges
 from ldp_aggregator.web.data import (
     DEFAULT_QUANTILES,
     CampaignQuery,
@@ -39,10 +39,14 @@ from ldp_aggregator.web.data import (
     default_cdf_ranges,
 )
 from ldp_aggregator.web.http import HttpError
+from ldp_client import wire
 from ldp_client.errors import InvalidParameterError
+from ldp_client.mechanisms.calm import CalmParams
 from tests.ldp_aggregator.test_security import pki  # noqa: F401 (the test CA fixture)
 from tests.ldp_aggregator.web_server import (
     CAMPAIGNS,
+    HEALTH,
+    MARGINAL_ID,
     RANGE_ID,
     RAPPOR_ID,
     SHUFFLER,
@@ -138,6 +142,18 @@ def test_each_campaign_is_the_analyst_services_answers(web: WebServer, query: st
             answer = _ranges_of(web, cid, wanted, DEFAULT_QUANTILES, confidence)
             assert doc["ranges"] == {"answer": answer}
             assert len(answer["ranges"]) == 9 and len(answer["quantiles"]) == 3
+        elif cid == MARGINAL_ID:  # by default every chosen marginal of the campaign
+            assert doc["analyses"] == ["estimate", "marginals"]
+            chosen = [["sex", "age"], ["age", "smoker"]]
+            assert doc["view"]["marginal_query"] == {
+                "marginals": chosen,
+                "non_negative": False,
+                "default_marginals": True,
+                "chosen_marginals": chosen,
+            }
+            answer = _marginals_of(web, cid, chosen, False, confidence)
+            assert doc["marginals"] == {"answer": answer}
+            assert [len(m["cells"]) for m in answer["marginals"]] == [6, 6]
         else:
             assert doc["analyses"] == ["estimate"]
         # /campaigns/ID?format=json is the same document.
@@ -220,6 +236,116 @@ def test_bad_ranges_and_quantiles_are_a_clear_400_and_change_nothing(web: WebSer
     assert _state(web.db) == before
 
 
+def _marginals_of(
+    web: WebServer, cid: str, queries: Any, non_negative: bool, confidence: float = 0.0
+) -> dict[str, Any]:
+    """The marginals of ``Analyst.GetEstimate``'s answer (JSON), over gRPC."""
+    est = web.analyst.GetEstimate(
+        estimates_pb2.EstimateRequest(
+            campaign_id=cid,
+            confidence=confidence,
+            marginals=[estimates_pb2.MarginalQuery(attributes=q, non_negative=non_negative) for q in queries],
+        ),
+        metadata=web.md(),
+    )
+    return {"marginals": estimate_to_dict(est)["marginals"]}
+
+
+def test_marginals_asked_for_are_the_analyst_services(web: WebServer) -> None:
+    # Attributes in any order (the cells are listed in that order), each covered by a chosen marginal.
+    query = "?marginal=age,sex&marginal=smoker&marginal=age&non_negative=1&confidence=0.9"
+    doc = _json(web, campaign_path(MARGINAL_ID, api=True) + query)
+    wanted = [["age", "sex"], ["smoker"], ["age"]]
+    answer = _marginals_of(web, MARGINAL_ID, wanted, True, 0.9)
+    assert doc["marginals"] == {"answer": answer}
+    assert doc["view"]["marginal_query"]["marginals"] == wanted
+    assert doc["view"]["marginal_query"]["non_negative"] is True
+    assert answer["marginals"][0]["cells"][1]["labels"] == ["young", "m"]  # age, then sex
+    assert all("non_negative_count" in c for m in answer["marginals"] for c in m["cells"])
+    # The estimate beside them is still GetEstimate's without marginals (no item table: a note says so).
+    est = web.analyst.GetEstimate(
+        estimates_pb2.EstimateRequest(campaign_id=MARGINAL_ID, confidence=0.9), metadata=web.md()
+    )
+    assert doc["estimate"] == {"answer": estimate_to_dict(est)}
+    assert "ask for marginals" in est.note
+    # The HTML page shows the same numbers (exact values in data-value), a plot each and the form.
+    status, _, body = web.get(campaign_path(MARGINAL_ID) + query)
+    assert status == 200
+    html = body.decode()
+    for k, m in enumerate(answer["marginals"]):
+        table = html[html.index(f'<table id="marginal-{k}"') :]
+        table = table[: table.index("</table>")]
+        assert f'data-attributes="{",".join(m["attributes"])}"' in table
+        assert "<th>non-negative count</th>" in table
+        for c in m["cells"]:
+            row = table[table.index("<td>" + "</td><td>".join(c["labels"]) + "</td>") :]
+            row = row[: row.index("</tr>")]
+            for key in ("count", "frequency", "std_error", "ci_low", "ci_high", "non_negative_count"):
+                assert f'data-value="{c[key]!r}"' in row, (m["attributes"], c["labels"], key)
+    assert html.count("<svg") == 3 and 'id="marginal-form"' in html
+    assert 'name="non_negative" value="1" checked' in html
+    assert html.index("<h2>Marginals") < html.index("<h2>Estimate")  # the headline first
+    # Without non_negative: no such column; a blank marginal (a form's empty input) counts as absent.
+    doc = _json(web, campaign_path(MARGINAL_ID, api=True) + "?marginal=&marginal=sex")
+    assert doc["marginals"] == {"answer": _marginals_of(web, MARGINAL_ID, [["sex"]], False)}
+    assert "non_negative_count" not in doc["marginals"]["answer"]["marginals"][0]["cells"][0]
+    html = web.get(campaign_path(MARGINAL_ID) + "?marginal=sex")[2].decode()
+    assert "non-negative count" not in html and 'id="marginal-1"' not in html
+
+
+def test_bad_marginals_are_a_clear_400_and_change_nothing(web: WebServer) -> None:
+    before = _state(web.db)
+    too_many = "&".join(["marginal=sex"] * (web_app.MAX_MARGINALS + 1))
+    covered = "covered by one chosen marginal (sex,age; age,smoker)"
+    not_calm = "only on campaigns of a marginal mechanism (calm); this campaign's mechanism is grr"
+    cases = [
+        (MARGINAL_ID, "marginal=sex,weight", "marginal='sex,weight'", "among sex, age, smoker"),
+        (MARGINAL_ID, "marginal=sex,smoker", "marginal='sex,smoker'", covered),
+        (MARGINAL_ID, "marginal=sex,age,smoker", "marginal='sex,age,smoker'", covered),
+        (MARGINAL_ID, "marginal=sex,sex", "marginal='sex,sex'", "each once"),
+        (MARGINAL_ID, "marginal=,", "marginal=','", "attribute names joined by ','"),
+        (MARGINAL_ID, too_many, "marginal='sex'", f"at most {web_app.MAX_MARGINALS} marginal fields"),
+        (MARGINAL_ID, "non_negative=yes", "non_negative='yes'", "0 or 1"),
+        (MARGINAL_ID, "non_negative=1&non_negative=1", "non_negative='1'", "the field once"),
+        (MARGINAL_ID, "range=0:1", "range='0:1'", "only on campaigns of a range mechanism"),
+        ("browser", "marginal=sex", "marginal='sex'", not_calm),
+        ("browser", "non_negative=1", "non_negative='1'", not_calm),
+        ("browser", "non_negative=0", "non_negative='0'", not_calm),
+    ]
+    for cid, query, names, allowed in cases:
+        for api in (False, True):
+            status, _, body = web.get(campaign_path(cid, api=api) + "?" + query)
+            assert status == 400, (query, body[:300])
+            text = json.loads(body)["error"]["message"] if api else body.decode()
+            if not api:
+                text = text.replace("&#x27;", "'").replace("&lt;", "<").replace("&gt;", ">")
+            assert f"query {names} is invalid: allowed" in text and allowed in text, (query, text[:400])
+    assert _state(web.db) == before
+
+
+def test_a_marginal_is_attribute_names_covered_by_a_chosen_marginal() -> None:
+    state = CampaignState(
+        doc={"mechanism": "calm"},
+        info=None,
+        version=(1, 9, False),
+        range_labels=None,
+        marginal_attributes=("a", "b", "c"),
+        chosen_marginals=(("a", "b"), ("b", "c")),
+    )
+    query = resolve_marginals(CampaignQuery(), {}, {"marginal": ["b,a", " c ", "b , c"]}, state)
+    assert query.marginals == (("b", "a"), ("c",), ("b", "c"))
+    assert resolve_marginals(CampaignQuery(), {}, {}, state).marginals is None  # every chosen one
+    assert CampaignQuery().marginal_options(state.chosen_marginals or ())["queries"] == (
+        ("a", "b"),
+        ("b", "c"),
+    )
+    for bad in ("a,c", "a,b,c", "d", "a,a", ""):
+        with pytest.raises(
+            HttpError, match=r"among a, b, c, each once, covered by one chosen marginal \(a,b; b,c\)"
+        ):
+            resolve_marginals(CampaignQuery(), {}, {"marginal": [bad]}, state)
+
+
 def test_a_range_is_values_of_the_domain_or_positions() -> None:
     state = CampaignState(
         doc={"mechanism": "hio"}, info=None, version=(1, 9, False), range_labels=("low", "mid", "high")
@@ -286,6 +412,27 @@ def test_a_refusal_is_shown_as_the_service_answers_it(web: WebServer) -> None:
     assert "population_size" in doc["estimate"]["error"]["message"]
     status, _, body = web.get(campaign_path("browser") + "?population_size=10")
     assert status == 200 and b"INVALID_ARGUMENT" in body
+
+
+def _marginal_campaign_without_reports(s: WebServer) -> None:
+    params = CalmParams.from_epsilon(HEALTH, ((0, 1), (1, 2)), 2.0)
+    msg = wire.campaign_to_proto(campaign_id=MARGINAL_ID, params=params)
+    s.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=s.md(Role.ADMIN))
+
+
+def test_a_marginal_refusal_is_shown_as_the_service_answers_it(tmp_path: Path) -> None:
+    # No report yet: GetEstimate refuses the marginals (a group without reports); the estimate stays shown.
+    with web_server(tmp_path, fill=_marginal_campaign_without_reports) as s:
+        doc = _json(s, campaign_path(MARGINAL_ID, api=True) + "?marginal=sex")
+        with pytest.raises(grpc.RpcError) as refused:
+            _marginals_of(s, MARGINAL_ID, [["sex"]], False)
+        error = {"code": refused.value.code().name, "message": refused.value.details()}
+        assert doc["marginals"] == {"error": error} and "group 1 has none" in error["message"]
+        assert "answer" in doc["estimate"]
+        status, _, body = s.get(campaign_path(MARGINAL_ID) + "?marginal=sex")
+        html = body.decode().replace("&#x27;", "'")
+        assert status == 200 and f"answers {error['code']}: {error['message']}" in html
+        assert "<h2>Marginals</h2>" in html
 
 
 def test_an_html_page_shows_what_is_ready_and_reloads_until_the_rest_is(

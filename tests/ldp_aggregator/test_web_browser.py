@@ -23,6 +23,7 @@ from ldp_aggregator.web.data import DEFAULT_QUANTILES, default_cdf_ranges
 from tests.ldp_aggregator.web_server import (
     BROWSERS,
     CAMPAIGNS,
+    MARGINAL_ID,
     RANGE_ID,
     RAPPOR_ID,
     WebServer,
@@ -246,6 +247,55 @@ def test_a_range_campaigns_quantiles_and_cdf(page: Any, web: WebServer) -> None:
     # A bad range: 400 naming it.
     response = page.goto(web.url.rstrip("/") + campaign_path(RANGE_ID) + "?range=0:100")
     assert response.status == 400 and "range='0:100'" in page.locator("p.err").inner_text()
+
+
+def _marginal_answers(web: WebServer, queries: Any, non_negative: bool) -> estimates_pb2.EstimateResponse:
+    request = estimates_pb2.EstimateRequest(
+        campaign_id=MARGINAL_ID,
+        marginals=[estimates_pb2.MarginalQuery(attributes=q, non_negative=non_negative) for q in queries],
+    )
+    response: estimates_pb2.EstimateResponse = web.analyst.GetEstimate(request, metadata=web.md())
+    return response
+
+
+def _check_marginals(page: Any, est: estimates_pb2.EstimateResponse) -> None:
+    """Each marginal's table holds the Analyst service's cells in its order, exactly and as shown, and its
+    plot a row per cell."""
+    assert page.locator("table.marginal").count() == len(est.marginals)
+    for k, m in enumerate(est.marginals):
+        table = page.locator(f"table#marginal-{k}")
+        assert table.get_attribute("data-attributes") == ",".join(m.attributes)
+        rows = table.locator("tr").all()[1:]
+        assert len(rows) == len(m.cells)
+        for row, c in zip(rows, m.cells, strict=True):
+            labels = [td.inner_text() for td in row.locator("td:not(.n)").all()]
+            cells = row.locator("td.n").all()
+            values = [float(td.get_attribute("data-value")) for td in cells]
+            expected = [c.count, c.frequency, c.std_error, c.ci_low, c.ci_high]
+            assert labels == list(c.labels)
+            assert values == expected + ([c.non_negative_count] if m.non_negative else [])
+            assert all(_shown_matches(td.inner_text(), v) for td, v in zip(cells, values, strict=True))
+        plot = page.locator("svg.plot").filter(has_text=f"marginal {' × '.join(m.attributes)}:")
+        assert plot.locator("circle").count() == len(m.cells)
+
+
+def test_a_marginal_campaigns_marginals(page: Any, web: WebServer) -> None:
+    # By default: every chosen marginal of the campaign, each a plot and a table of its cells.
+    assert page.goto(web.url.rstrip("/") + campaign_path(MARGINAL_ID)).status == 200
+    _ready(page, "table#marginal-1")
+    _check_marginals(page, _marginal_answers(web, [("sex", "age"), ("age", "smoker")], False))
+    # Asking for another through the page's form (a plain GET: no script), with the non-negative counts.
+    page.fill("#marginal-form input[name=marginal]", "smoker,age")
+    page.check("#marginal-form input[name=non_negative]")
+    with page.expect_navigation():
+        page.click("#marginal-form button[type=submit]")
+    assert "marginal=smoker%2Cage" in page.url and "non_negative=1" in page.url
+    _ready(page, "table#marginal-0")
+    _check_marginals(page, _marginal_answers(web, [("smoker", "age")], True))
+    # A marginal no chosen one covers: 400 naming it and the chosen ones.
+    response = page.goto(web.url.rstrip("/") + campaign_path(MARGINAL_ID) + "?marginal=sex,smoker")
+    text = page.locator("p.err").inner_text()
+    assert response.status == 400 and "marginal='sex,smoker'" in text and "(sex,age; age,smoker)" in text
 
 
 def test_a_missing_or_wrong_token_is_refused_and_the_form_signs_in(browser: Any, web: WebServer) -> None:

@@ -3,9 +3,9 @@
 One campaign per spec of ``ldp_client.registry.SPECS`` (its first ``examples`` parameters; candidate
 strings for mechanisms that estimate them), a few hundred reports encoded by the spec's batch encoder and
 ingested through the Collector. Each campaign's JSON document must equal the Analyst service's answers
-over gRPC (the estimate; the decode, association or ranges where the service answers them; a refusal as
-the service words it), its privacy figures the spec's, and its HTML page must render (200, no error
-page) with those numbers in it.
+over gRPC (the estimate; the decode, association, ranges or marginals where the service answers them; a
+refusal as the service words it), its privacy figures the spec's, and its HTML page must render (200, no
+error page) with those numbers in it, each in its own section's table where it has one.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ldp_aggregator.analysis import estimate_to_dict
 from ldp_aggregator.association import association_response_to_dict
 from ldp_aggregator.auth import Role
 from ldp_aggregator.rappor_decode import decode_response_to_dict, decodes
+from ldp_aggregator.service import open_store
 from ldp_aggregator.web.data import DEFAULT_QUANTILES, default_cdf_ranges
 from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
@@ -115,20 +116,64 @@ def _expected(web: WebServer, spec: MechanismSpec[Any]) -> dict[str, Any]:
             return {"ranges": doc.get("ranges", []), "quantiles": doc.get("quantiles", [])}
 
         out["ranges"] = _service(web.analyst.GetEstimate, request, ranges_only, web)
+    chosen = _chosen_marginals(web, spec, cid)
+    if chosen is not None:  # by default the page shows every chosen marginal
+        request = estimates_pb2.EstimateRequest(
+            campaign_id=cid, marginals=[estimates_pb2.MarginalQuery(attributes=m) for m in chosen]
+        )
+
+        def marginals_only(msg: estimates_pb2.EstimateResponse) -> dict[str, Any]:
+            return {"marginals": estimate_to_dict(msg).get("marginals", [])}
+
+        out["marginals"] = _service(web.analyst.GetEstimate, request, marginals_only, web)
     return out
 
 
-def _first_numbers(name: str, answer: dict[str, Any]) -> list[Any]:
-    """A few numbers of an analysis that its HTML must show (as ``data-value``)."""
+def _chosen_marginals(web: WebServer, spec: MechanismSpec[Any], cid: str) -> list[list[str]] | None:
+    """The chosen marginals (attribute names) of a marginal mechanism's campaign, from its spec and the
+    stored reports; None for the other mechanisms."""
+    store = open_store(str(web.db), read_only=True)
+    try:
+        tables = spec.marginal_tables(spec.examples()[0], store.accumulator(cid))
+    finally:
+        store.close()
+    return None if tables is None else [[tables.attributes[a] for a in m] for m in tables.marginals]
+
+
+def _first_numbers(name: str, answer: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """A few numbers of an analysis that its HTML must show (as ``data-value``), each with the id of the
+    table it must be in (None: anywhere on the page)."""
     if name == "estimate":
         found = [it["count"] for it in answer["items"][:1]] + [m["mean"] for m in answer.get("means", [])[:1]]
         found += [kv["mean"] for kv in answer.get("key_values", [])[:1]]
-        return found + [lv["kept"] for lv in answer.get("levels", [])[:1]]
+        found += [lv["kept"] for lv in answer.get("levels", [])[:1]]
+        # An SVIM stage's ranking: in its own table (its numbers equal the items' when u(L) = 1).
+        mining = answer.get("itemsets")
+        ranked = [] if mining is None else mining["ranked"][:1]
+        return [(None, x) for x in found] + [
+            ("itemsets-ranked", r[k]) for r in ranked for k in ("estimate", "corrected", "ci_high")
+        ]
     if name == "decode":
-        return [c["count"] for c in answer["candidates"][:1]]
+        return [(None, c["count"]) for c in answer["candidates"][:1]]
     if name == "association":
-        return [answer["joint"][0][0]]
-    return [r["count"] for r in answer["ranges"][:1]] + [q["position"] for q in answer["quantiles"][:1]]
+        return [(None, answer["joint"][0][0])]
+    if name == "marginals":
+        return [
+            (f"marginal-{k}", m["cells"][0][key])
+            for k, m in enumerate(answer["marginals"])
+            for key in ("count", "std_error", "ci_low")
+        ]
+    return [(None, r["count"]) for r in answer["ranges"][:1]] + [
+        (None, q["position"]) for q in answer["quantiles"][:1]
+    ]
+
+
+def _table(html: str, table_id: str | None) -> str:
+    """The HTML of the table ``table_id`` (the whole page for None; "" when there is no such table)."""
+    if table_id is None:
+        return html
+    start = html.find(f'<table id="{table_id}"')
+    return "" if start < 0 else html[start : html.index("</table>", start)]
 
 
 @pytest.mark.parametrize("spec", SPEC_CASES)
@@ -162,5 +207,5 @@ def test_every_mechanism_renders_and_is_the_analyst_services_answers(
         if "error" in section:
             assert "The Analyst service answers" in html
             continue
-        for number in _first_numbers(name, section["answer"]):
-            assert f'data-value="{number!r}"' in html, (name, number)
+        for table_id, number in _first_numbers(name, section["answer"]):
+            assert f'data-value="{number!r}"' in _table(html, table_id), (name, table_id, number)

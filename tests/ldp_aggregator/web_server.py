@@ -22,6 +22,7 @@ from ldp_aggregator.store import add_token
 from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 from ldp_client.accounting.shuffle import ShufflerDeclaration
+from ldp_client.mechanisms.calm import CalmParams
 from ldp_client.mechanisms.hio import HIOParams
 from ldp_client.mechanisms.numeric import numeric_encoder
 from ldp_client.mechanisms.paired import encode_batch_paired
@@ -34,7 +35,10 @@ SITES = ("news.example", "mail.example", "never-1.example", "never-2.example")
 RAPPOR_ID = "home/page é"  # a slash and non-ASCII: the id must survive percent-encoding in URLs
 WORDS = ("cat", "dog", "owl")
 RANGE_ID = "ages"
-CAMPAIGNS = ("browser", RAPPOR_ID, "temperature", "pair", "words", RANGE_ID, "empty")
+MARGINAL_ID = "health"
+HEALTH = (("sex", ("f", "m")), ("age", ("young", "middle", "old")), ("smoker", ("no", "yes")))
+"""The calm campaign's attributes; it chose the marginals (sex, age) and (age, smoker), not all three."""
+CAMPAIGNS = ("browser", RAPPOR_ID, "temperature", "pair", "words", RANGE_ID, MARGINAL_ID, "empty")
 SHUFFLER = ShufflerDeclaration(batch_reports=10_000, delta=1e-6)
 
 
@@ -84,9 +88,10 @@ def _submit(collector: Any, campaign_id: str, params: Any, columns: Any, md: Any
 
 
 def fill_campaigns(s: WebServer) -> None:
-    """Seven campaigns: GRR, string RAPPOR with candidates (two decoys), a numeric mean, a paired
-    campaign (association), a discovery (pem), ranges over 100 ages (hio, declaring a shuffler) and one
-    without reports; each reported to through the Collector."""
+    """Eight campaigns: GRR, string RAPPOR with candidates (two decoys), a numeric mean, a paired
+    campaign (association), a discovery (pem), ranges over 100 ages (hio, declaring a shuffler),
+    marginals of three attributes (calm, two chosen marginals) and one without reports; each reported to
+    through the Collector."""
     admin, reporter = s.md(Role.ADMIN), s.md(Role.REPORTER)
     collector = collector_pb2_grpc.CollectorStub(s.channel)
     rng = np.random.default_rng(19)
@@ -96,6 +101,7 @@ def fill_campaigns(s: WebServer) -> None:
     pair = PairedParams(first=BinaryRRParams.from_epsilon(1.5), second=BinaryRRParams.from_epsilon(1.0))
     pem = PEMParams.from_epsilon(4.0, max_length=4, top_k=4)
     hio = HIOParams.from_epsilon(100, 2.0, branching=4)
+    calm = CalmParams.from_epsilon(HEALTH, ((0, 1), (1, 2)), 2.0)
     made = (
         ("browser", grr, (), "Which browser do you use most?"),
         (RAPPOR_ID, rappor, SITES, "What is your home page?"),
@@ -103,6 +109,7 @@ def fill_campaigns(s: WebServer) -> None:
         ("pair", pair, (), "two yes/no questions"),
         ("words", pem, (), "values nobody listed (discovery)"),
         (RANGE_ID, hio, (), "age in years (ranges and quantiles)"),
+        (MARGINAL_ID, calm, (), "sex, age group, smoker (marginals)"),
         ("empty", grr, (), ""),
     )
     for cid, params, cands, description in made:
@@ -151,6 +158,15 @@ def fill_campaigns(s: WebServer) -> None:
         spec.encode_batch(hio, ages, rng, campaign_id=RANGE_ID, labels=labels),
         reporter,
     )
+    spec = registry.spec_for(calm)
+    records = rng.choice(len(spec.items(calm)), size=20_000, p=_health_shares())
+    _submit(
+        collector,
+        MARGINAL_ID,
+        calm,
+        spec.encode_batch(calm, records, rng, campaign_id=MARGINAL_ID, labels=spec.items(calm)),
+        reporter,
+    )
 
 
 @contextlib.contextmanager
@@ -181,3 +197,17 @@ def web_server(
         s = WebServer(server, db, tokens, channel)
         fill(s)
         yield s
+
+
+def _health_shares() -> np.ndarray:
+    """The calm campaign's records' shares, row-major over (sex, age, smoker): smoking depends on age."""
+    smokes = {"young": 0.3, "middle": 0.2, "old": 0.1}
+    ages = {"young": 0.3, "middle": 0.45, "old": 0.25}
+    return np.array(
+        [
+            0.5 * ages[a] * (smokes[a] if smoker == "yes" else 1 - smokes[a])
+            for _sex in HEALTH[0][1]
+            for a in HEALTH[1][1]
+            for smoker in HEALTH[2][1]
+        ]
+    )
