@@ -318,9 +318,31 @@ def value_bytes(params: PrefixTree, value: object) -> bytes:
     return data
 
 
+_DIGITS: Final = "0123456789abcdef"
+
+
 @functools.lru_cache(maxsize=16)
-def _digit_table(alphabet: str) -> tuple[frozenset[str], dict[int, str]]:
-    return frozenset(alphabet), {ord(c): chr(i) for i, c in enumerate(alphabet)}
+def _digit_table(alphabet: str) -> tuple[frozenset[str], dict[int, str], dict[int, str], int]:
+    """The alphabet's characters; a translation to one code point per digit (its index); and one to the
+    digit written in base 2**c (c = 5, 4, 3, 2 or 1 dividing b, b / c characters each) with that base, so
+    that ``int(value.translate(...), base)`` packs the b-bit digits in C (the encoder's hot path)."""
+    sym = (len(alphabet) - 1).bit_length()
+    c = next(c for c in (5, 4, 3, 2, 1) if sym % c == 0)
+    base, per = 1 << c, sym // c
+    if base == 32:
+        chars = _DIGITS + "ghijklmnopqrstuv"
+    else:
+        chars = _DIGITS[:base]
+
+    def written(i: int) -> str:
+        return "".join(chars[(i >> (c * (per - 1 - k))) & (base - 1)] for k in range(per))
+
+    return (
+        frozenset(alphabet),
+        {ord(ch): chr(i) for i, ch in enumerate(alphabet)},
+        {ord(ch): written(i) for i, ch in enumerate(alphabet)},
+        base,
+    )
 
 
 def _alphabet_digits(max_length: int, alphabet: str, value: object) -> bytes:
@@ -338,7 +360,7 @@ def _alphabet_digits(max_length: int, alphabet: str, value: object) -> bytes:
             value[:24],
             f"1 to {max_length} characters of the alphabet (max_length), got {len(value)}",
         )
-    allowed, table = _digit_table(alphabet)
+    allowed, table, _, _ = _digit_table(alphabet)
     if not allowed.issuperset(value):
         bad = next(c for c in value if c not in allowed)
         raise DomainError(
@@ -376,13 +398,15 @@ class PrefixHasher:
     """:func:`prefix_digest` of a value's prefix at one level, the value checked on the way: the encoders'
     hot path (the hasher's input starts with the level and the length, fixed per level and length)."""
 
-    __slots__ = ("_alphabet", "_hasher", "_heads", "_max", "_nbytes", "_shift", "_sym", "tree")
+    __slots__ = ("_alphabet", "_base", "_hasher", "_heads", "_max", "_nbytes", "_shift", "_sym", "_table", "tree")
 
     def __init__(self, tree: PrefixTree, level: int, person: bytes = _PERSON) -> None:
         s_bits = tree.prefix_bits(level)
         self.tree = tree
         self._sym = symbol_bits(tree)
-        self._alphabet = tree_alphabet(tree)
+        alphabet = tree_alphabet(tree)
+        self._alphabet = _digit_table(alphabet)[0] if alphabet else None
+        self._table, self._base = _digit_table(alphabet)[2:] if alphabet else ({}, 0)
         self._max = tree.max_length
         self._shift = self._sym * tree.max_length - s_bits
         self._nbytes = (s_bits + 7) >> 3
@@ -397,15 +421,20 @@ class PrefixHasher:
         Raises:
             DomainError: empty, too long, neither str nor bytes, or outside the alphabet.
         """
-        if self._alphabet:
-            data = value_bytes(self.tree, value)
-            bits = _pack(data, self._sym)
+        if self._alphabet is not None:
+            if type(value) is str and 0 < len(value) <= self._max and self._alphabet.issuperset(value):
+                length = len(value)
+                bits = int(value.translate(self._table), self._base)
+            else:
+                data = value_bytes(self.tree, value)  # raises for what is not a valid value
+                length = len(data)
+                bits = _pack(data, self._sym)
         else:
             data = value.encode("utf-8") if type(value) is str else value  # type: ignore[assignment]
             if type(data) is not bytes or not 0 < len(data) <= self._max:
                 data = value_bytes(self.tree, value)  # raises for what is not a valid value
             bits = _from_bytes(data, "big")
-        length = len(data)
+            length = len(data)
         # The prefix bits: the value padded to max_length symbols, shifted down to the level's s bits.
         move = self._sym * (self._max - length) - self._shift
         bits = bits << move if move >= 0 else bits >> -move

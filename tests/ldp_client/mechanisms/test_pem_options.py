@@ -231,3 +231,21 @@ def test_estimates_given_discovery_are_calibrated_with_a_verification_group() ->
     lo, hi = stats.binom.ppf([5e-5, 1 - 5e-5], cells, 0.95) / cells
     assert lo <= coverage <= hi, coverage
     assert abs(near) < 0.25, near
+
+
+@pytest.mark.parametrize("size", [2, 3, 8, 26, 39, 64, 100, 256])
+def test_the_encoders_fast_digest_matches_the_key_at_every_alphabet_size(size: int) -> None:
+    # The encoder packs the digits in C (str.translate to base-2**c digits, then int()); the server's
+    # candidates come from prefix_of: both must give the same prefix at every level.
+    from ldp_client.mechanisms.pem.core import PrefixHasher
+
+    alphabet = "".join(chr(0x41 + i) for i in range(size))
+    p = PEMParams(max_length=5, start_bits=3, step_bits=7, top_k=4, g=4, truth_probability=0.5, alphabet=alphabet)
+    rng = np.random.default_rng(size)
+    words = ["".join(rng.choice(list(alphabet), size=rng.integers(1, 6))) for _ in range(40)]
+    for level in range(p.levels):
+        hasher = PrefixHasher(p, level)
+        for w in words:
+            want = prefix_digest(level, p.prefix_bits(level), prefix_of(p, level, value_bytes(p, w)))
+            assert hasher.digest(w) == want, (w, level)
+            assert hasher.digest(w.encode()) == want  # bytes: their UTF-8 text
