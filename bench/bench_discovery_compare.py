@@ -95,9 +95,7 @@ print(json.dumps({"items": [[h.split("*")[0].split("#")[0], float(f)] for h, f i
 """
 
 
-def _params(
-    impl: str, epsilon: float, words: tuple[str, ...], top_k: int = 32, verify: float = 0.0
-) -> Any:
+def _params(impl: str, epsilon: float, words: tuple[str, ...], top_k: int = 32, verify: float = 0.0) -> Any:
     """``pem`` over bytes, ``pem-alphabet`` over the characters the population's words use (a declared
     alphabet: fewer bits per character, fewer levels), both with ``verify`` of the users verifying;
     ``treehist``."""
@@ -327,7 +325,8 @@ def main() -> None:
         for eps in (float(e) for e in args.epsilon.split(",")):
             runs: list[tuple[str, dict[str, Any]]] = [
                 (
-                    f"ldp-collect {impl}" + (f" v{args.pem_verify:g}" if impl.startswith("pem") and args.pem_verify else ""),
+                    f"ldp-collect {impl}"
+                    + (f" v{args.pem_verify:g}" if impl.startswith("pem") and args.pem_verify else ""),
                     run_ours(impl, words, values, eps, args.seed + 1, args.pem_verify),
                 )
                 for impl in args.impls.split(",")

@@ -3,11 +3,11 @@ arXiv:1708.06674): discovery of frequent byte strings nobody listed in advance (
 
 **Values and keys.** A value is a byte string of 1 to ``max_length`` = L bytes (a ``str`` is encoded as
 UTF-8 first); any byte is allowed (or, with an ``alphabet``, characters of it: below). Its *key* is its
-length ell (1..L) followed by the 8L bits of the value padded with zero bytes to L: the length makes the padding unambiguous (b"a" and b"a\\x00" differ), and the
-server never extends a prefix of length ell with non-zero bits beyond bit 8 ell, so short values cost no
-candidates once complete. The 8L bits are cut into segments: ``start_bits`` s_0, then ``step_bits`` eta
-each (the last one shorter when eta does not divide), giving levels j = 0..G-1 with
-G = 1 + ceil((8L - s_0)/eta); level j's prefix holds the length and the first
+length ell (1..L) followed by the 8L bits of the value padded with zero bytes to L: the length makes the
+padding unambiguous (b"a" and b"a\\x00" differ), and the server never extends a prefix of length ell with
+non-zero bits beyond bit 8 ell, so short values cost no candidates once complete. The 8L bits are cut into
+segments: ``start_bits`` s_0, then ``step_bits`` eta each (the last one shorter when eta does not divide),
+giving levels j = 0..G-1 with G = 1 + ceil((8L - s_0)/eta); level j's prefix holds the length and the first
 s_j = min(s_0 + j eta, 8L) bits.
 
 **A declared alphabet** (``alphabet`` A, optional). Values are then strings of 1 to L characters of A,

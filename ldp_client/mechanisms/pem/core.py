@@ -126,7 +126,9 @@ def make_tree_params(
     with every one of ``names`` given (``make_params``' fields of pem and treehist). The ``optional``
     fields (name, type) may be given either way and keep their defaults otherwise."""
     given = {name: take_field(fields, name, int, cls.name) for name in names if name in fields}
-    given.update({name: take_field(fields, name, kind, cls.name) for name, kind in optional if name in fields})
+    given.update(
+        {name: take_field(fields, name, kind, cls.name) for name, kind in optional if name in fields}
+    )
     extra = tuple(name for name, _ in optional)
     if epsilon is not None:
         no_more_fields(fields, cls.name, (*names, *extra))
@@ -329,10 +331,7 @@ def _digit_table(alphabet: str) -> tuple[frozenset[str], dict[int, str], dict[in
     sym = (len(alphabet) - 1).bit_length()
     c = next(c for c in (5, 4, 3, 2, 1) if sym % c == 0)
     base, per = 1 << c, sym // c
-    if base == 32:
-        chars = _DIGITS + "ghijklmnopqrstuv"
-    else:
-        chars = _DIGITS[:base]
+    chars = (_DIGITS + "ghijklmnopqrstuv")[:base]
 
     def written(i: int) -> str:
         return "".join(chars[(i >> (c * (per - 1 - k))) & (base - 1)] for k in range(per))
@@ -348,10 +347,11 @@ def _digit_table(alphabet: str) -> tuple[frozenset[str], dict[int, str], dict[in
 def _alphabet_digits(max_length: int, alphabet: str, value: object) -> bytes:
     """The digits (indices in ``alphabet``) of a str of 1..max_length characters of the alphabet."""
     if isinstance(value, bytes | bytearray):
+        raw = bytes(value)
         try:
-            value = bytes(value).decode("utf-8")
+            value = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise DomainError("value", bytes(value)[:24], "UTF-8 text of the campaign's alphabet") from None
+            raise DomainError("value", raw[:24], "UTF-8 text of the campaign's alphabet") from None
     if not isinstance(value, str):
         raise DomainError("value", type(value).__name__, f"a str of the characters {alphabet!r}")
     if not 0 < len(value) <= max_length:
@@ -398,7 +398,18 @@ class PrefixHasher:
     """:func:`prefix_digest` of a value's prefix at one level, the value checked on the way: the encoders'
     hot path (the hasher's input starts with the level and the length, fixed per level and length)."""
 
-    __slots__ = ("_alphabet", "_base", "_hasher", "_heads", "_max", "_nbytes", "_shift", "_sym", "_table", "tree")
+    __slots__ = (
+        "_alphabet",
+        "_base",
+        "_hasher",
+        "_heads",
+        "_max",
+        "_nbytes",
+        "_shift",
+        "_sym",
+        "_table",
+        "tree",
+    )
 
     def __init__(self, tree: PrefixTree, level: int, person: bytes = _PERSON) -> None:
         s_bits = tree.prefix_bits(level)
@@ -529,9 +540,7 @@ def level_candidates(params: PrefixTree, level: int, kept: Sequence[Prefix]) -> 
     return _valid_digits(out, s, prev, sym, size)
 
 
-def _valid_digits(
-    candidates: list[Prefix], s: int, lo: int, sym: int, size: int
-) -> tuple[Prefix, ...]:
+def _valid_digits(candidates: list[Prefix], s: int, lo: int, sym: int, size: int) -> tuple[Prefix, ...]:
     """The candidates whose symbols touching bits lo..s-1 (from the top) can be digits below ``size``:
     a whole symbol below it, a cut one whose top bits are those of some digit below it. Bytes (size 0) and
     alphabets of 2**sym characters: all of them."""

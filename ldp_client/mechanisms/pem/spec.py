@@ -241,7 +241,12 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     name: ClassVar[str] = PEMParams.name
     params_type: ClassVar[type[Any]] = PEMParams
     wire: ClassVar[WireNames] = WireNames(campaign="pem", batch="pem", report="pem")
-    param_fields: ClassVar[tuple[str, ...]] = (*_FIELDS, "truth_probability", "verification_share", "alphabet")
+    param_fields: ClassVar[tuple[str, ...]] = (
+        *_FIELDS,
+        "truth_probability",
+        "verification_share",
+        "alphabet",
+    )
     params_message: ClassVar[Any] = campaign_pb2.PrefixExtensionParams
 
     def _make(self, *, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
@@ -342,7 +347,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             raise DomainError("values", f"shape {idx.shape}", f"indices into the {len(labels)} labels")
         keys_table = _label_keys(params, tuple(labels))
         n = idx.shape[0]
-        groups = rng.integers(0, params.levels, size=n, dtype=np.int64)
+        groups = np.asarray(rng.integers(0, params.levels, size=n, dtype=np.int64))
         if params.verifies:  # the verification group: u32 draws below its threshold, as group_of's
             verify = rng.integers(0, PROB_ONE, size=n, dtype=np.uint64) < params.verification_threshold
             groups[verify] = params.levels
@@ -418,8 +423,14 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             PEMParams(max_length=2, start_bits=3, step_bits=5, top_k=4, g=2, truth_probability=0.7),
             PEMParams.from_epsilon(2.0, max_length=3, top_k=4, step_bits=6),
             PEMParams(
-                max_length=2, start_bits=2, step_bits=1, top_k=3, g=3, truth_probability=0.6,
-                verification_share=0.25, alphabet="012",
+                max_length=2,
+                start_bits=2,
+                step_bits=1,
+                top_k=3,
+                g=3,
+                truth_probability=0.6,
+                verification_share=0.25,
+                alphabet="012",
             ),
             PEMParams.from_epsilon(1.0, max_length=2, top_k=3, verification_share=0.125),
         )
@@ -450,9 +461,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             output.group, params.prefix_bits(output.group), prefix_of(params, output.group, data)
         )
         own = _bucket(output.a, output.b, key, params.g)
-        return _group_probability(params, output.group) * self._bucket_probability(
-            params, own, output.bucket
-        )
+        return _group_probability(params, output.group) * self._bucket_probability(params, own, output.bucket)
 
     @staticmethod
     def _bucket_probability(params: PEMParams, own: int, bucket: int) -> Fraction:

@@ -92,8 +92,15 @@ def test_candidates_over_an_alphabet_are_its_digits_only() -> None:
     # 3 letters: 2-bit digits, 3 of the 4 patterns valid. Level 0 (2 bits = one letter): 3 per length;
     # level 1 (1 more bit: the top bit of the second letter): 0 or 1 (both can start a digit below 3);
     # level 2 (its low bit): "x?" with top bit 1 only as 10 (= "z"), not 11.
-    p = PEMParams(max_length=2, start_bits=2, step_bits=1, top_k=4, g=3, truth_probability=0.6, alphabet="xyz")
-    assert level_candidates(p, 0, []) == (Prefix(1, 0), Prefix(1, 1), Prefix(1, 2), *[Prefix(2, d) for d in range(3)])
+    p = PEMParams(
+        max_length=2, start_bits=2, step_bits=1, top_k=4, g=3, truth_probability=0.6, alphabet="xyz"
+    )
+    assert level_candidates(p, 0, []) == (
+        Prefix(1, 0),
+        Prefix(1, 1),
+        Prefix(1, 2),
+        *[Prefix(2, d) for d in range(3)],
+    )
     level1 = level_candidates(p, 1, [Prefix(2, 1)])
     assert level1 == (Prefix(2, 0b010), Prefix(2, 0b011))
     level2 = level_candidates(p, 2, [Prefix(2, 0b011)])
@@ -164,10 +171,20 @@ def test_the_options_travel_in_the_campaign_and_default_to_the_old_meaning() -> 
     raw = SPEC.params_to_proto(old).SerializeToString()
     assert SPEC.params_from_proto(campaign_pb2.PrefixExtensionParams.FromString(raw)) == old
     # proto3 leaves fields at their defaults out: an old campaign's bytes are those of before the fields.
-    assert raw == campaign_pb2.PrefixExtensionParams(
-        max_length=6, start_bits=8, step_bits=6, top_k=32, g=old.g, truth_probability=old.truth_probability
-    ).SerializeToString()
-    camp = wire.campaign_to_proto(campaign_id="opts", params=p, description="", candidates=[], created_unix_ms=0)
+    assert (
+        raw
+        == campaign_pb2.PrefixExtensionParams(
+            max_length=6,
+            start_bits=8,
+            step_bits=6,
+            top_k=32,
+            g=old.g,
+            truth_probability=old.truth_probability,
+        ).SerializeToString()
+    )
+    camp = wire.campaign_to_proto(
+        campaign_id="opts", params=p, description="", candidates=[], created_unix_ms=0
+    )
     assert wire.params_from_proto(camp) == p
 
 
@@ -240,7 +257,9 @@ def test_the_encoders_fast_digest_matches_the_key_at_every_alphabet_size(size: i
     from ldp_client.mechanisms.pem.core import PrefixHasher
 
     alphabet = "".join(chr(0x41 + i) for i in range(size))
-    p = PEMParams(max_length=5, start_bits=3, step_bits=7, top_k=4, g=4, truth_probability=0.5, alphabet=alphabet)
+    p = PEMParams(
+        max_length=5, start_bits=3, step_bits=7, top_k=4, g=4, truth_probability=0.5, alphabet=alphabet
+    )
     rng = np.random.default_rng(size)
     words = ["".join(rng.choice(list(alphabet), size=rng.integers(1, 6))) for _ in range(40)]
     for level in range(p.levels):
