@@ -3,11 +3,14 @@ not depend on their choice) and the declared alphabet (characters as digits of c
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
+from typer.testing import CliRunner
 
 from ldp_aggregator.discovery import discover_columns
 from ldp_aggregator.estimators import pure_oracle_arrays
@@ -28,7 +31,9 @@ from ldp_client.mechanisms.pem import (
 )
 from ldp_client.params import make_params
 from ldp_client.secret import ClientSecret
+from simulations.cli import app as sim_app
 
+runner = CliRunner()
 LOWER = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -268,3 +273,22 @@ def test_the_encoders_fast_digest_matches_the_key_at_every_alphabet_size(size: i
             want = prefix_digest(level, p.prefix_bits(level), prefix_of(p, level, value_bytes(p, w)))
             assert hasher.digest(w) == want, (w, level)
             assert hasher.digest(w.encode()) == want  # bytes: their UTF-8 text
+
+
+def test_ldp_sim_runs_both_options_over_grpc(tmp_path: Path) -> None:
+    # The campaign carries the options to the aggregator, the devices encode over the alphabet and the
+    # verification group estimates the values; a population with a character outside it is refused.
+    csv = tmp_path / "words.csv"
+    csv.write_text("value,count\nalpha,500\nbeta,300\ngamma,200\n" + "".join(f"w{i},5\n" for i in range(40)))
+    out = tmp_path / "grpc.json"
+    args = ["run", "--mechanism", "pem", "-p", f"empirical:{csv}", "-n", "30000", "-e", "4"]
+    args += ["--param", "top_k=4", "--param", "max_length=5", "--param", "verification_share=0.25"]
+    result = runner.invoke(
+        sim_app, [*args, "--param", f"alphabet={LOWER}0123456789", "--mode", "grpc", "--json-out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert [it["label"] for it in doc["items"][:3]] == ["alpha", "beta", "gamma"], doc["items"]
+    assert doc["summary"]["params"]["alphabet"] == LOWER + "0123456789"
+    refused = runner.invoke(sim_app, [*args, "--param", f"alphabet={LOWER}", "--mode", "report"])
+    assert refused.exit_code == 2 and "alphabet" in refused.output, refused.output
