@@ -95,16 +95,31 @@ print(json.dumps({"items": [[h.split("*")[0].split("#")[0], float(f)] for h, f i
 """
 
 
-def _params(impl: str, epsilon: float, max_length: int, top_k: int = 32) -> Any:
+def _params(impl: str, epsilon: float, words: tuple[str, ...], top_k: int = 32, verify: float = 0.0) -> Any:
+    """``pem`` over bytes, ``pem-alphabet`` over the characters the population's words use (a declared
+    alphabet: fewer bits per character, fewer levels), both with ``verify`` of the users verifying;
+    ``treehist``."""
     if impl == "pem":
-        return PEMParams.from_epsilon(epsilon, max_length=max_length, top_k=top_k)
-    return TreeHistParams.from_epsilon(epsilon, max_length=max_length, top_k=top_k)
+        length = max(len(w.encode()) for w in words)
+        return PEMParams.from_epsilon(epsilon, max_length=length, top_k=top_k, verification_share=verify)
+    if impl == "pem-alphabet":
+        alphabet = "".join(sorted({c for w in words for c in w}))
+        return PEMParams.from_epsilon(
+            epsilon,
+            max_length=max(len(w) for w in words),
+            top_k=top_k,
+            verification_share=verify,
+            alphabet=alphabet,
+        )
+    if impl != "treehist":
+        raise SystemExit(f"--impls: pem, pem-alphabet or treehist, not {impl!r}")
+    return TreeHistParams.from_epsilon(epsilon, max_length=max(len(w.encode()) for w in words), top_k=top_k)
 
 
 def run_ours(
-    impl: str, words: tuple[str, ...], values: np.ndarray, epsilon: float, seed: int
+    impl: str, words: tuple[str, ...], values: np.ndarray, epsilon: float, seed: int, verify: float = 0.0
 ) -> dict[str, Any]:
-    params = _params(impl, epsilon, max(len(w.encode()) for w in words))
+    params = _params(impl, epsilon, words, verify=verify)
     spec = registry.spec_for(params)
     rng = np.random.default_rng(seed)
     c0, t0 = time.process_time(), time.perf_counter()
@@ -193,7 +208,9 @@ def encode_rate(seconds: float = 2.0, rounds: int = 3) -> None:
             )
 
 
-def calibration(repeats: int, n: int, epsilon: float) -> None:
+def calibration(
+    repeats: int, n: int, epsilon: float, impls: list[str] | None = None, verify: float = 0.0
+) -> None:
     """Estimates given discovery over seeded repeats, for pem and treehist on the same users: every
     discovered value users hold, scored against its true count (MSE / mean variance, 95% coverage), and
     the mean error / SE of the values near the threshold when discovered. Population (as the slow test of
@@ -203,11 +220,13 @@ def calibration(repeats: int, n: int, epsilon: float) -> None:
     labels = ["apple", "kiwi", "fig", *mids] + [f"t{i:03d}" for i in range(150)]
     probs = np.array([0.2, 0.12, 0.08] + [0.009] * 6 + list(np.linspace(0.001, 0.006, 150)))
     probs /= probs.sum()
-    for impl in ("treehist", "pem"):
+    for impl in impls or ("treehist", "pem"):
         if impl == "treehist":
             params: Any = TreeHistParams.from_epsilon(epsilon, max_length=5, top_k=12, hash_bits=16)
+        elif impl == "pem":
+            params = PEMParams.from_epsilon(epsilon, max_length=5, top_k=12, verification_share=verify)
         else:
-            params = PEMParams.from_epsilon(epsilon, max_length=5, top_k=12)
+            raise SystemExit(f"--calibration runs treehist and pem, not {impl!r}")
         spec = registry.spec_for(params)
         sq, var, cov, cells, near = 0.0, 0.0, 0, 0, []
         for seed in range(repeats):
@@ -224,8 +243,9 @@ def calibration(repeats: int, n: int, epsilon: float) -> None:
                 cov += it.ci_low <= c <= it.ci_high
                 if it.label.startswith("mid"):
                     near.append(err / it.std_error)
+        name = f"{impl} (verification_share {verify:g})" if impl == "pem" else impl
         print(
-            f"{impl}: {repeats} repeats, n={n}, eps={epsilon}, {cells} discovered values held by users: "
+            f"{name}: {repeats} repeats, n={n}, eps={epsilon}, {cells} discovered values held by users: "
             f"MSE/variance {sq / var:.3f}, 95% coverage {cov / cells:.3f}; the 0.9% values, "
             f"{len(near)} times discovered: mean error/SE {np.mean(near):+.3f}"
         )
@@ -271,7 +291,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--epsilon", default="4")
     ap.add_argument("--populations", default="zipf,hosts,heavy")
-    ap.add_argument("--impls", default="pem,treehist")
+    ap.add_argument("--impls", default="pem,treehist", help="of pem, pem-alphabet, treehist")
+    ap.add_argument(
+        "--pem-verify", type=float, default=0.0, help="pem's verification_share (0: no verification group)"
+    )
     ap.add_argument("--pure", default="pem,treehist,sfp", help="pure-ldp algorithms (with --pure-python)")
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--pure-python", default=None, help="python of the benchmark-only pure-ldp venv")
@@ -288,7 +311,7 @@ def main() -> None:
         encode_rate()
         return
     if args.calibration:
-        calibration(args.calibration, args.n, float(args.epsilon))
+        calibration(args.calibration, args.n, float(args.epsilon), args.impls.split(","), args.pem_verify)
         return
     rows = []
     for pop_name in args.populations.split(","):
@@ -301,7 +324,11 @@ def main() -> None:
         truth = {words[i]: int(c) for i, c in enumerate(counts) if c}
         for eps in (float(e) for e in args.epsilon.split(",")):
             runs: list[tuple[str, dict[str, Any]]] = [
-                (f"ldp-collect {impl}", run_ours(impl, words, values, eps, args.seed + 1))
+                (
+                    f"ldp-collect {impl}"
+                    + (f" v{args.pem_verify:g}" if impl.startswith("pem") and args.pem_verify else ""),
+                    run_ours(impl, words, values, eps, args.seed + 1, args.pem_verify),
+                )
                 for impl in args.impls.split(",")
                 if impl
             ]

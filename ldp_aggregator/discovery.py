@@ -23,10 +23,12 @@ clip(c_hat / N, 0, 1). The interval is c_hat +- z SE (normal).
 Pooling. A candidate that already holds complete values (a short string whose prefix is whole) is also
 estimated by the groups of the earlier levels where it was complete (``spec.discovery_same_value``); their
 estimates are pooled with weights n_j (:func:`_pooled`), which lowers the variance of short values and
-ranks them on more reports. The estimates of the discovered values come
+ranks them on more reports. Without a verification level, the estimates of the discovered values come
 from the last level's reports, which also chose among the last level's candidates: for a value near the
 threshold the estimate given its discovery is biased upwards (winner's curse); values well above the
-threshold are not affected measurably.
+threshold are not affected measurably. A mechanism with a verification level (treehist; pem with a
+verification_share) tests the values kept at the last level once more against a group of its own, with no
+pooling (``discovery_same_value`` gives nothing there): those estimates are unbiased given the discovery.
 """
 
 from __future__ import annotations

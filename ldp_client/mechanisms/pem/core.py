@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple, Protocol
 
 from ldp_client import _oracle_math, privacy
 from ldp_client import randomness as _rnd
-from ldp_client._prob import PROB_ONE, threshold_to_probability
+from ldp_client._prob import PROB_ONE, quantize_probability, threshold_to_probability
 from ldp_client.domain import check_epsilon, int_field, no_more_fields, report_quantization, take_field
 from ldp_client.errors import DomainError, InvalidParameterError
 from ldp_client.mechanisms.olh import support_test_constants, truth_threshold
@@ -42,6 +42,9 @@ MAX_LEVEL_CANDIDATES: Final = 1 << 16
 """The level budget: level 0 tests at most this many candidates, and top_k * 2**step_bits is at most it."""
 MAX_LENGTH: Final = 64
 MAX_STEP_BITS: Final = 12
+MAX_ALPHABET: Final = 256
+MAX_VERIFICATION_SHARE: Final = 0.5
+"""At most half the users verify: the rest find the values."""
 GROUP_LABEL: Final = b"ldp-pem-group\x00"
 _PERSON: Final = b"ldp-pem-prefix"
 _U16_LE: Final = "<u2"
@@ -61,6 +64,18 @@ class PrefixTree(Protocol):
     def prefix_bits(self, level: int) -> int: ...
 
 
+def symbol_bits(tree: object) -> int:
+    """Bits per symbol of a tree's values: 8 (bytes), or ceil(log2 |A|) for pem's declared alphabet A."""
+    bits: int = getattr(tree, "symbol_bits", 8)
+    return bits
+
+
+def tree_alphabet(tree: object) -> str:
+    """A tree's declared alphabet ('' = bytes: any byte is a symbol)."""
+    alphabet: str = getattr(tree, "alphabet", "")
+    return alphabet
+
+
 class Prefix(NamedTuple):
     """A candidate of some level: the value's length in bytes and the first bits of its padded bytes."""
 
@@ -68,43 +83,58 @@ class Prefix(NamedTuple):
     bits: int
 
 
-def check_tree_fields(max_length: object, start_bits: object, step_bits: object, top_k: object) -> None:
+def check_tree_fields(
+    max_length: object, start_bits: object, step_bits: object, top_k: object, sym_bits: int = 8
+) -> None:
     """The prefix tree's fields (pem's, treehist's): max_length 1..64; start_bits 1..16 within the level
-    budget (max_length * 2**start_bits <= 2**16); step_bits 1..12; top_k 1..2**16 / 2**step_bits.
+    budget (max_length * 2**start_bits <= 2**16) and the value's bits (sym_bits * max_length); step_bits
+    1..12; top_k 1..2**16 / 2**step_bits.
 
     Raises:
         InvalidParameterError: the first field out of its range, by name.
     """
     length = int_field("max_length", max_length, 1, MAX_LENGTH)
     budget_bits = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (length - 1).bit_length()
-    int_field("start_bits", start_bits, 1, max(1, min(16, 8 * length, budget_bits)))
+    int_field("start_bits", start_bits, 1, max(1, min(16, sym_bits * length, budget_bits)))
     step = int_field("step_bits", step_bits, 1, MAX_STEP_BITS)
     int_field("top_k", top_k, 1, MAX_LEVEL_CANDIDATES >> step)
 
 
-def default_start_bits(max_length: object) -> int:
-    """8 (the first byte), less when the level budget or the length says so."""
+def default_start_bits(max_length: object, sym_bits: int = 8) -> int:
+    """8 (the first byte), less when the level budget or the length says so; over a declared alphabet
+    (sym_bits < 8) the first two symbols, one when the budget allows no more."""
     length = int_field("max_length", max_length, 1, MAX_LENGTH)
     budget = MAX_LEVEL_CANDIDATES.bit_length() - 1 - (length - 1).bit_length()
-    return max(1, min(8, 8 * length, budget))
+    start = 8 if sym_bits == 8 else (2 * sym_bits if 2 * sym_bits <= min(16, budget) else sym_bits)
+    return max(1, min(start, sym_bits * length, budget))
 
 
-def tree_levels(max_length: int, start_bits: int, step_bits: int) -> int:
-    """G = 1 + ceil((8 max_length - start_bits) / step_bits)."""
-    return 1 + -(-(8 * max_length - start_bits) // step_bits)
+def tree_levels(max_length: int, start_bits: int, step_bits: int, sym_bits: int = 8) -> int:
+    """G = 1 + ceil((sym_bits max_length - start_bits) / step_bits) (sym_bits 8 for bytes)."""
+    return 1 + -(-(sym_bits * max_length - start_bits) // step_bits)
 
 
 def make_tree_params(
-    cls: Any, names: tuple[str, ...], *, epsilon: float | None, fields: dict[str, object]
+    cls: Any,
+    names: tuple[str, ...],
+    *,
+    epsilon: float | None,
+    fields: dict[str, object],
+    optional: tuple[tuple[str, type], ...] = (),
 ) -> Any:
     """``cls.from_epsilon(epsilon, **fields)``, or with no epsilon ``cls(truth_probability=..., **fields)``
-    with every one of ``names`` given (``make_params``' fields of pem and treehist)."""
+    with every one of ``names`` given (``make_params``' fields of pem and treehist). The ``optional``
+    fields (name, type) may be given either way and keep their defaults otherwise."""
     given = {name: take_field(fields, name, int, cls.name) for name in names if name in fields}
+    given.update(
+        {name: take_field(fields, name, kind, cls.name) for name, kind in optional if name in fields}
+    )
+    extra = tuple(name for name, _ in optional)
     if epsilon is not None:
-        no_more_fields(fields, cls.name, names)
+        no_more_fields(fields, cls.name, (*names, *extra))
         return cls.from_epsilon(epsilon, **given)
     tp = take_field(fields, "truth_probability", float, cls.name) if "truth_probability" in fields else None
-    no_more_fields(fields, cls.name, (*names, "truth_probability"))
+    no_more_fields(fields, cls.name, (*names, *extra, "truth_probability"))
     if tp is None or any(name not in given for name in names):
         raise InvalidParameterError(
             "params", sorted(given), "epsilon, or truth_probability with " + ", ".join(names)
@@ -114,15 +144,20 @@ def make_tree_params(
 
 @dataclass(frozen=True, kw_only=True)
 class PEMParams:
-    """Prefix extension over byte strings of 1 to ``max_length`` bytes (module docstring).
+    """Prefix extension over values of 1 to ``max_length`` symbols (module docstring).
 
     Attributes:
-        max_length: longest value in bytes (1..64).
+        max_length: longest value in symbols (bytes, or characters of ``alphabet``), 1..64.
         start_bits: bits of the value in level 0's prefixes (1..16, max_length * 2**start_bits <= 2**16).
         step_bits: bits added per later level (1..12).
         top_k: candidates kept per level, 1..2**16 / 2**step_bits (the level budget).
         g: local-hashing buckets (2..2**20).
         truth_probability: P(the reported bucket is the prefix's own), in (1/g, 1), quantized to 2**-32.
+        verification_share: share of the users (0..0.5, quantized to 2**-32) in the verification group,
+            whose reports estimate the discovered values' counts, independently of their choice; 0: none
+            (the last level's reports estimate them, biased upwards given discovery near the threshold).
+        alphabet: the characters values may hold ('' = any byte, a str as UTF-8); 2..256 distinct
+            characters, each a digit of ceil(log2 |A|) bits (fewer bits per symbol, so fewer levels).
     """
 
     name: ClassVar[str] = "pem"
@@ -132,11 +167,22 @@ class PEMParams:
     top_k: int
     g: int
     truth_probability: float
+    verification_share: float = 0.0
+    alphabet: str = ""
     truth_threshold: int = field(init=False, repr=False, compare=False)
+    verification_threshold: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_tree_fields(self.max_length, self.start_bits, self.step_bits, self.top_k)
+        check_alphabet(self.alphabet)
+        check_tree_fields(self.max_length, self.start_bits, self.step_bits, self.top_k, self.symbol_bits)
         object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
+        v = quantize_probability("verification_share", self.verification_share, hi=MAX_VERIFICATION_SHARE)
+        object.__setattr__(self, "verification_threshold", v)
+
+    @property
+    def symbol_bits(self) -> int:
+        """Bits per symbol: 8 (bytes), or ceil(log2 |A|) over a declared alphabet A."""
+        return (len(self.alphabet) - 1).bit_length() if self.alphabet else 8
 
     @property
     def p_star(self) -> float:
@@ -148,17 +194,27 @@ class PEMParams:
 
     @property
     def epsilon(self) -> float:
-        """Of one report, and of the user: every device reports once per campaign."""
+        """Of one report, and of the user: every device reports once per campaign (in one group)."""
         return privacy.grr_epsilon(self.p_star, self.g)
 
     @property
     def levels(self) -> int:
-        """G = 1 + ceil((8 max_length - start_bits) / step_bits)."""
-        return tree_levels(self.max_length, self.start_bits, self.step_bits)
+        """G discovery levels: 1 + ceil((symbol_bits max_length - start_bits) / step_bits)."""
+        return tree_levels(self.max_length, self.start_bits, self.step_bits, self.symbol_bits)
+
+    @property
+    def verifies(self) -> bool:
+        """Whether a verification group (group G) estimates the discovered values."""
+        return self.verification_threshold > 0
+
+    @property
+    def groups(self) -> int:
+        """G, plus the verification group G when ``verification_share`` > 0."""
+        return self.levels + (1 if self.verifies else 0)
 
     def prefix_bits(self, level: int) -> int:
-        """s_level: the value bits a prefix of ``level`` holds."""
-        return min(self.start_bits + level * self.step_bits, 8 * self.max_length)
+        """s_level: the value bits a prefix of ``level`` holds (all of them at G - 1 and at G)."""
+        return min(self.start_bits + level * self.step_bits, self.symbol_bits * self.max_length)
 
     @classmethod
     def from_epsilon(
@@ -168,19 +224,26 @@ class PEMParams:
         max_length: int = 16,
         top_k: int = 32,
         start_bits: int | None = None,
-        step_bits: int = 6,
+        step_bits: int | None = None,
         g: int | None = None,
+        verification_share: float = 0.0,
+        alphabet: str = "",
     ) -> PEMParams:
         """PEM at ``epsilon``: local hashing with the variance-optimal g (about e^eps + 1) and p rounded
-        down to a multiple of 2**-32; start_bits by default 8 (the first byte; less when the budget or the
-        length says so), step_bits 6: about n * top_k * 64 hash evaluations in all on the server."""
+        down to a multiple of 2**-32; over bytes start_bits by default 8 (the first byte; less when the
+        budget or the length says so) and step_bits 6: about n * top_k * 64 hash evaluations in all on the
+        server; over a declared alphabet of b-bit symbols, start_bits 2b (two symbols, b when the budget
+        says so) and step_bits b (one symbol per level)."""
         eps = check_epsilon(epsilon)
         if g is None:
             g = _oracle_math.best_olh_g(eps)
         int_field("g", g, 2, _oracle_math.MAX_LOCAL_HASH_BUCKETS)
         int_field("top_k", top_k, 1, MAX_LEVEL_CANDIDATES)
+        sym = (len(check_alphabet(alphabet)) - 1).bit_length() if alphabet else 8
         if start_bits is None:
-            start_bits = default_start_bits(max_length)
+            start_bits = default_start_bits(max_length, sym)
+        if step_bits is None:
+            step_bits = 6 if sym == 8 else sym
         t = _oracle_math.grr_like_threshold(g, eps)
         if t == 0:
             raise InvalidParameterError("epsilon", epsilon, f"a value large enough at g={g}")
@@ -191,16 +254,39 @@ class PEMParams:
             top_k=top_k,
             g=g,
             truth_probability=threshold_to_probability(t),
+            verification_share=verification_share,
+            alphabet=alphabet,
         )
         report_quantization(eps, params.epsilon)
         return params
 
 
+def check_alphabet(alphabet: object) -> str:
+    """'' (bytes), or 2..256 distinct characters.
+
+    Raises:
+        InvalidParameterError: not a str, one character, more than 256, or a character twice.
+    """
+    if not isinstance(alphabet, str):
+        raise InvalidParameterError("alphabet", type(alphabet).__name__, "a str of distinct characters")
+    if alphabet and not (2 <= len(alphabet) <= MAX_ALPHABET and len(set(alphabet)) == len(alphabet)):
+        raise InvalidParameterError(
+            "alphabet",
+            alphabet[:40],
+            f"'' (any byte) or 2 to {MAX_ALPHABET} distinct characters, got {len(alphabet)} characters "
+            f"({len(set(alphabet))} distinct)",
+        )
+    return alphabet
+
+
 _FIELDS: Final = ("max_length", "start_bits", "step_bits", "top_k", "g")
+_OPTIONAL: Final = (("verification_share", float), ("alphabet", str))
 
 
 def _make(*, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
-    params: PEMParams = make_tree_params(PEMParams, _FIELDS, epsilon=epsilon, fields=fields)
+    params: PEMParams = make_tree_params(
+        PEMParams, _FIELDS, epsilon=epsilon, fields=fields, optional=_OPTIONAL
+    )
     return params
 
 
@@ -208,11 +294,16 @@ def _make(*, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
 
 
 def value_bytes(params: PrefixTree, value: object) -> bytes:
-    """The value as bytes (a str as UTF-8), checked: 1 to max_length bytes.
+    """The value's symbols, checked: 1 to max_length of them. Over bytes, the value as bytes (a str as
+    UTF-8); over a declared alphabet, one byte per character holding its index in the alphabet.
 
     Raises:
-        DomainError: not bytes or str, empty, or longer than max_length bytes.
+        DomainError: not bytes or str, empty, longer than max_length symbols, or (alphabet) a character
+            outside the alphabet.
     """
+    alphabet = tree_alphabet(params)
+    if alphabet:
+        return _alphabet_digits(params.max_length, alphabet, value)
     if isinstance(value, str):
         data = value.encode("utf-8")
     elif isinstance(value, bytes | bytearray | memoryview):
@@ -229,10 +320,71 @@ def value_bytes(params: PrefixTree, value: object) -> bytes:
     return data
 
 
+_DIGITS: Final = "0123456789abcdef"
+
+
+@functools.lru_cache(maxsize=16)
+def _digit_table(alphabet: str) -> tuple[frozenset[str], dict[int, str], dict[int, str], int]:
+    """The alphabet's characters; a translation to one code point per digit (its index); and one to the
+    digit written in base 2**c (c = 5, 4, 3, 2 or 1 dividing b, b / c characters each) with that base, so
+    that ``int(value.translate(...), base)`` packs the b-bit digits in C (the encoder's hot path)."""
+    sym = (len(alphabet) - 1).bit_length()
+    c = next(c for c in (5, 4, 3, 2, 1) if sym % c == 0)
+    base, per = 1 << c, sym // c
+    chars = (_DIGITS + "ghijklmnopqrstuv")[:base]
+
+    def written(i: int) -> str:
+        return "".join(chars[(i >> (c * (per - 1 - k))) & (base - 1)] for k in range(per))
+
+    return (
+        frozenset(alphabet),
+        {ord(ch): chr(i) for i, ch in enumerate(alphabet)},
+        {ord(ch): written(i) for i, ch in enumerate(alphabet)},
+        base,
+    )
+
+
+def _alphabet_digits(max_length: int, alphabet: str, value: object) -> bytes:
+    """The digits (indices in ``alphabet``) of a str of 1..max_length characters of the alphabet."""
+    if isinstance(value, bytes | bytearray):
+        raw = bytes(value)
+        try:
+            value = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DomainError("value", raw[:24], "UTF-8 text of the campaign's alphabet") from None
+    if not isinstance(value, str):
+        raise DomainError("value", type(value).__name__, f"a str of the characters {alphabet!r}")
+    if not 0 < len(value) <= max_length:
+        raise DomainError(
+            "value",
+            value[:24],
+            f"1 to {max_length} characters of the alphabet (max_length), got {len(value)}",
+        )
+    allowed, table, _, _ = _digit_table(alphabet)
+    if not allowed.issuperset(value):
+        bad = next(c for c in value if c not in allowed)
+        raise DomainError(
+            "value", value[:24], f"characters of the campaign's alphabet {alphabet!r} only, not {bad!r}"
+        )
+    return value.translate(table).encode("latin-1")
+
+
+def _pack(data: bytes, sym_bits: int) -> int:
+    """The symbols as one big-endian integer of sym_bits bits each."""
+    if sym_bits == 8:
+        return _from_bytes(data, "big")
+    out = 0
+    for d in data:
+        out = (out << sym_bits) | d
+    return out
+
+
 def prefix_of(params: PrefixTree, level: int, data: bytes) -> Prefix:
-    """The prefix of a (checked) value at ``level``."""
-    padded = _from_bytes(data, "big") << (8 * (params.max_length - len(data)))
-    return Prefix(len(data), padded >> (8 * params.max_length - params.prefix_bits(level)))
+    """The prefix of a (checked) value's symbols (:func:`value_bytes`) at ``level``."""
+    sym = symbol_bits(params)
+    total = sym * params.max_length
+    padded = _pack(data, sym) << (sym * (params.max_length - len(data)))
+    return Prefix(len(data), padded >> (total - params.prefix_bits(level)))
 
 
 def prefix_digest(level: int, s_bits: int, prefix: Prefix, person: bytes = _PERSON) -> int:
@@ -246,31 +398,56 @@ class PrefixHasher:
     """:func:`prefix_digest` of a value's prefix at one level, the value checked on the way: the encoders'
     hot path (the hasher's input starts with the level and the length, fixed per level and length)."""
 
-    __slots__ = ("_hasher", "_heads", "_max", "_nbytes", "_shift", "tree")
+    __slots__ = (
+        "_alphabet",
+        "_base",
+        "_hasher",
+        "_heads",
+        "_max",
+        "_nbytes",
+        "_shift",
+        "_sym",
+        "_table",
+        "tree",
+    )
 
     def __init__(self, tree: PrefixTree, level: int, person: bytes = _PERSON) -> None:
         s_bits = tree.prefix_bits(level)
         self.tree = tree
+        self._sym = symbol_bits(tree)
+        alphabet = tree_alphabet(tree)
+        self._alphabet = _digit_table(alphabet)[0] if alphabet else None
+        self._table, self._base = _digit_table(alphabet)[2:] if alphabet else ({}, 0)
         self._max = tree.max_length
-        self._shift = 8 * tree.max_length - s_bits
+        self._shift = self._sym * tree.max_length - s_bits
         self._nbytes = (s_bits + 7) >> 3
         self._hasher = _blake2b(digest_size=8, person=person)
         head = level.to_bytes(2, "big")
         self._heads = [head + bytes((n,)) for n in range(tree.max_length + 1)]
 
     def digest(self, value: str | bytes) -> int:
-        """The digest of the value's prefix (str as UTF-8, or bytes; 1 to max_length bytes).
+        """The digest of the value's prefix (str as UTF-8, or bytes; 1 to max_length bytes; over an
+        alphabet, 1 to max_length of its characters).
 
         Raises:
-            DomainError: empty, too long, or neither str nor bytes.
+            DomainError: empty, too long, neither str nor bytes, or outside the alphabet.
         """
-        data = value.encode("utf-8") if type(value) is str else value
-        if type(data) is not bytes or not 0 < len(data) <= self._max:
-            data = value_bytes(self.tree, value)  # raises for what is not a valid value
-        length = len(data)
-        # The prefix bits: the value padded to max_length bytes, shifted down to the level's s bits.
-        move = 8 * (self._max - length) - self._shift
-        bits = _from_bytes(data, "big")
+        if self._alphabet is not None:
+            if type(value) is str and 0 < len(value) <= self._max and self._alphabet.issuperset(value):
+                length = len(value)
+                bits = int(value.translate(self._table), self._base)
+            else:
+                data = value_bytes(self.tree, value)  # raises for what is not a valid value
+                length = len(data)
+                bits = _pack(data, self._sym)
+        else:
+            data = value.encode("utf-8") if type(value) is str else value  # type: ignore[assignment]
+            if type(data) is not bytes or not 0 < len(data) <= self._max:
+                data = value_bytes(self.tree, value)  # raises for what is not a valid value
+            bits = _from_bytes(data, "big")
+            length = len(data)
+        # The prefix bits: the value padded to max_length symbols, shifted down to the level's s bits.
+        move = self._sym * (self._max - length) - self._shift
         bits = bits << move if move >= 0 else bits >> -move
         h = self._hasher.copy()
         h.update(self._heads[length] + bits.to_bytes(self._nbytes, "big"))
@@ -278,9 +455,14 @@ class PrefixHasher:
 
 
 def group_of(params: PEMParams, campaign_id: str, secret: ClientSecret) -> int:
-    """The device's level: HMAC-SHA256(secret, GROUP_LABEL || campaign id), first 8 bytes, mod G (the
-    modulo bias is below G/2**64)."""
-    return _from_bytes(secret.prf(GROUP_LABEL + campaign_id.encode("utf-8"))[:8], "big") % params.levels
+    """The device's group: with r = HMAC-SHA256(secret, GROUP_LABEL || campaign id), the verification
+    group G if bytes 8..11 of r (big-endian) are below the verification threshold (2**32 times
+    ``verification_share``), else the level r's first 8 bytes (big-endian) mod G (the modulo bias is below
+    G/2**64). Both draws come from disjoint bytes of one PRF output: independent, and of the value too."""
+    r = secret.prf(GROUP_LABEL + campaign_id.encode("utf-8"))
+    if params.verifies and _from_bytes(r[8:12], "big") < params.verification_threshold:
+        return params.levels
+    return _from_bytes(r[:8], "big") % params.levels
 
 
 class PEMReport(NamedTuple):
@@ -304,7 +486,7 @@ class PEMEncoder:
     def __init__(self, params: PEMParams, *, group: int) -> None:
         if not isinstance(params, PEMParams):
             raise InvalidParameterError("params", type(params).__name__, "PEMParams")
-        int_field("group", group, 0, params.levels - 1)
+        int_field("group", group, 0, params.groups - 1)
         self.params = params
         self._group = group
         self._g = params.g
@@ -338,32 +520,56 @@ class PEMEncoder:
 
 def level_candidates(params: PrefixTree, level: int, kept: Sequence[Prefix]) -> tuple[Prefix, ...]:
     """Level 0: every (length, first s_0 bits) with zero bits beyond the length; later levels: each kept
-    prefix extended by the level's new bits, those beyond its length zero."""
+    prefix extended by the level's new bits, those beyond its length zero. Over a declared alphabet, only
+    prefixes whose symbols (whole, or the top bits of a cut one) are digits of the alphabet."""
+    sym = symbol_bits(params)
+    size = len(tree_alphabet(params))
     s = params.prefix_bits(level)
     out: list[Prefix] = []
     if level == 0:
         for length in range(1, params.max_length + 1):
-            zero = max(0, s - 8 * length)
+            zero = max(0, s - sym * length)
             out.extend(Prefix(length, bits << zero) for bits in range(1 << (s - zero)))
-        return tuple(out)
+        return _valid_digits(out, s, 0, sym, size)
     prev = params.prefix_bits(level - 1)
     width = s - prev
     for parent in kept:
-        zero = min(width, max(0, s - max(8 * parent.length, prev)))
+        zero = min(width, max(0, s - max(sym * parent.length, prev)))
         base = parent.bits << width
         out.extend(Prefix(parent.length, base | (e << zero)) for e in range(1 << (width - zero)))
+    return _valid_digits(out, s, prev, sym, size)
+
+
+def _valid_digits(candidates: list[Prefix], s: int, lo: int, sym: int, size: int) -> tuple[Prefix, ...]:
+    """The candidates whose symbols touching bits lo..s-1 (from the top) can be digits below ``size``:
+    a whole symbol below it, a cut one whose top bits are those of some digit below it. Bytes (size 0) and
+    alphabets of 2**sym characters: all of them."""
+    if not size or size == 1 << sym:
+        return tuple(candidates)
+    out = []
+    for c in candidates:
+        ok = True
+        for k in range(lo // sym, min(-(-s // sym), c.length)):
+            hi = min(s, (k + 1) * sym)
+            top = (c.bits >> (s - hi)) & ((1 << (hi - k * sym)) - 1)
+            if top << ((k + 1) * sym - hi) >= size:
+                ok = False
+                break
+        if ok:
+            out.append(c)
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=8)
 def _label_keys(params: PEMParams, labels: tuple[str, ...]) -> Any:
-    """(n_labels, G) uint64 digests of each label's prefix at each level (simulation)."""
+    """(n_labels, groups) uint64 digests of each label's prefix at each level, and of the whole label at
+    the verification level (simulation)."""
     import numpy as np
 
-    keys = np.empty((len(labels), params.levels), dtype=np.uint64)
+    keys = np.empty((len(labels), params.groups), dtype=np.uint64)
     for i, label in enumerate(labels):
         data = value_bytes(params, label)
-        for level in range(params.levels):
+        for level in range(params.groups):
             keys[i, level] = prefix_digest(level, params.prefix_bits(level), prefix_of(params, level, data))
     return keys
 

@@ -44,6 +44,8 @@ from ldp_client.mechanisms.pem.core import (
     prefix_digest,
     prefix_of,
     support_counts,
+    symbol_bits,
+    tree_alphabet,
     value_bytes,
 )
 from ldp_client.spec import (
@@ -75,9 +77,9 @@ def _report_value(field: str, report: object, params: PEMParams) -> tuple[int, i
     parts = [getattr(report, name, missing) for name in ("group", "a", "b", "bucket")]
     if any(p is missing for p in parts):
         raise InvalidReportError(field, report, "a PEMReport(group, a, b, bucket)")
-    group = as_int(f"{field}.group", parts[0], f"a level in [0, {params.levels - 1}]")
-    if not 0 <= group < params.levels:
-        raise InvalidReportError(f"{field}.group", group, f"a level in [0, {params.levels - 1}]")
+    group = as_int(f"{field}.group", parts[0], f"a group in [0, {params.groups - 1}]")
+    if not 0 <= group < params.groups:
+        raise InvalidReportError(f"{field}.group", group, f"a group in [0, {params.groups - 1}]")
     a, b = check_seed(field, parts[1], parts[2])
     y = as_int(f"{field}.bucket", parts[3], f"a bucket in [0, {params.g - 1}]")
     if not 0 <= y < params.g:
@@ -111,7 +113,7 @@ def _check_columns(columns: object, params: PEMParams, field: str) -> tuple[Any,
             raise InvalidReportError(
                 f"{field}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
             )
-    check_indices(groups, params.levels, f"{field}.groups", "a level")
+    check_indices(groups, params.groups, f"{field}.groups", "a group")
     check_indices(y, params.g, f"{field}.buckets", "a bucket")
     return groups, a, b, y
 
@@ -198,6 +200,12 @@ class PrefixTreeSpec(MechanismSpec[TP]):
 
     def discovery_label(self, params: TP, candidate: Hashable) -> str:
         prefix = Prefix(*candidate)  # type: ignore[misc]
+        alphabet = tree_alphabet(params)
+        if alphabet:  # the digits of the whole value's bits, most significant first
+            sym = symbol_bits(params)
+            mask = (1 << sym) - 1
+            shifts = [sym * (params.max_length - 1 - i) for i in range(prefix.length)]
+            return "".join(alphabet[min((prefix.bits >> k) & mask, len(alphabet) - 1)] for k in shifts)
         data = prefix.bits.to_bytes(params.max_length, "big")[: prefix.length]
         try:
             return data.decode("utf-8")
@@ -209,6 +217,10 @@ class PrefixTreeSpec(MechanismSpec[TP]):
 
     def inputs(self, params: TP) -> tuple[Any, ...]:
         """Three values of different lengths and bytes (a 1-byte campaign: three different bytes)."""
+        alphabet = tree_alphabet(params)
+        if alphabet:  # over a declared alphabet: three values of its first, second and last characters
+            x, y, z = alphabet[0], alphabet[1], alphabet[-1]
+            return (x, y, z) if params.max_length == 1 else (x, x + y, z * params.max_length)
         if params.max_length == 1:
             return ("a", "b", "\x00")
         return ("a", "ab", "b" * params.max_length)
@@ -229,11 +241,25 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     name: ClassVar[str] = PEMParams.name
     params_type: ClassVar[type[Any]] = PEMParams
     wire: ClassVar[WireNames] = WireNames(campaign="pem", batch="pem", report="pem")
-    param_fields: ClassVar[tuple[str, ...]] = (*_FIELDS, "truth_probability")
+    param_fields: ClassVar[tuple[str, ...]] = (
+        *_FIELDS,
+        "truth_probability",
+        "verification_share",
+        "alphabet",
+    )
     params_message: ClassVar[Any] = campaign_pb2.PrefixExtensionParams
 
     def _make(self, *, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
         return _make(epsilon=epsilon, fields=fields)
+
+    def make_args(self, params: PEMParams) -> MakeArgs:
+        """The fields; the options only when they differ from their defaults (none, bytes)."""
+        fields: dict[str, object] = {name: getattr(params, name) for name in (*_FIELDS, "truth_probability")}
+        if params.verification_share:
+            fields["verification_share"] = params.verification_share
+        if params.alphabet:
+            fields["alphabet"] = params.alphabet
+        return MakeArgs(fields=fields)
 
     def _device_encoder(
         self, params: PEMParams, campaign_id: str, secret: ClientSecret
@@ -262,7 +288,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         check_length(f"{field}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
         check_length(f"{field}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32")
         groups = np.frombuffer(cols.groups, dtype=_U16_LE)
-        check_indices(groups, params.levels, f"{field}.groups", "a level")
+        check_indices(groups, params.groups, f"{field}.groups", "a group")
         buckets = np.frombuffer(cols.buckets, dtype=U32_LE)
         check_indices(buckets, params.g, f"{field}.buckets", "a bucket")
         return (
@@ -280,8 +306,8 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     def report_from_proto(self, msg: reports_pb2.Report, params: PEMParams) -> Any:
 
         r = msg.pem
-        if r.group >= params.levels:
-            raise InvalidReportError("pem.group", r.group, f"a level in [0, {params.levels - 1}]")
+        if r.group >= params.groups:
+            raise InvalidReportError("pem.group", r.group, f"a group in [0, {params.groups - 1}]")
         if r.bucket >= params.g:
             raise InvalidReportError("pem.bucket", r.bucket, f"a bucket in [0, {params.g - 1}]")
         return level_columns([(r.group, r.a, r.b, r.bucket)])
@@ -321,7 +347,10 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             raise DomainError("values", f"shape {idx.shape}", f"indices into the {len(labels)} labels")
         keys_table = _label_keys(params, tuple(labels))
         n = idx.shape[0]
-        groups = rng.integers(0, params.levels, size=n, dtype=np.int64)
+        groups = np.asarray(rng.integers(0, params.levels, size=n, dtype=np.int64))
+        if params.verifies:  # the verification group: u32 draws below its threshold, as group_of's
+            verify = rng.integers(0, PROB_ONE, size=n, dtype=np.uint64) < params.verification_threshold
+            groups[verify] = params.levels
         keys = keys_table[idx, groups]
         a = raw_words(rng, n).astype(np.uint64)
         b = raw_words(rng, n).astype(np.uint64)
@@ -335,28 +364,33 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     # ------------------------------------------------------------------------------- server
 
     def layout(self, params: PEMParams) -> Layout:
-        return Layout.counts(params.levels)
+        return Layout.counts(params.groups)
 
     def layout_batch(self, params: PEMParams, columns: Any) -> Any:
         groups, _a, _b, _y = _check_columns(columns, params, "reports")
         return groups.astype("int64")
 
     def discovery_levels(self, params: PEMParams) -> int:
-        return params.levels
+        return params.groups
 
     def discovery_candidates(
         self, params: PEMParams, level: int, kept: Sequence[Hashable]
     ) -> tuple[Hashable, ...]:
+        if level == params.levels:  # verification: the values the last discovery level kept
+            return tuple(Prefix(*p) for p in kept)  # type: ignore[misc]
         return level_candidates(params, level, [Prefix(*p) for p in kept])  # type: ignore[misc]
 
     def discovery_same_value(
         self, params: PEMParams, level: int, candidate: Hashable
     ) -> tuple[tuple[int, Hashable], ...]:
         """The earlier levels whose prefix already held all 8 ell bits of this candidate's value (a
-        complete value: the bits after it are padding), with the candidate cut to their length."""
+        complete value: the bits after it are padding), with the candidate cut to their length. None at
+        the verification level: its estimates must not depend on the reports that chose the values."""
+        if level >= params.levels:
+            return ()
         prefix = Prefix(*candidate)  # type: ignore[misc]
         s = params.prefix_bits(level)
-        whole = 8 * prefix.length
+        whole = params.symbol_bits * prefix.length
         return tuple(
             (lv, Prefix(prefix.length, prefix.bits >> (s - params.prefix_bits(lv))))
             for lv in range(level)
@@ -388,15 +422,26 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             PEMParams(max_length=1, start_bits=4, step_bits=4, top_k=3, g=4, truth_probability=0.5),
             PEMParams(max_length=2, start_bits=3, step_bits=5, top_k=4, g=2, truth_probability=0.7),
             PEMParams.from_epsilon(2.0, max_length=3, top_k=4, step_bits=6),
+            PEMParams(
+                max_length=2,
+                start_bits=2,
+                step_bits=1,
+                top_k=3,
+                g=3,
+                truth_probability=0.6,
+                verification_share=0.25,
+                alphabet="012",
+            ),
+            PEMParams.from_epsilon(1.0, max_length=2, top_k=3, verification_share=0.125),
         )
 
     def exact_outputs(self, params: PEMParams, value: Any) -> Mapping[Hashable, Fraction]:
         """Over the device's group (uniform over secrets) and a fixed sample of seeds: the distribution
         conditioned on the seed sample (public randomness independent of the value)."""
         data = value_bytes(params, value)
-        weight = Fraction(1, params.levels * len(_SAMPLE_SEEDS))
         out: dict[Hashable, Fraction] = {}
-        for group in range(params.levels):
+        for group in range(params.groups):
+            weight = _group_probability(params, group) / len(_SAMPLE_SEEDS)
             key = prefix_digest(group, params.prefix_bits(group), prefix_of(params, group, data))
             for a, b in _SAMPLE_SEEDS:
                 own = _bucket(a, b, key, params.g)
@@ -405,10 +450,10 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         return out
 
     def exact_output_probability(self, params: PEMParams, value: Any, output: Any) -> Fraction:
-        """P(output | value) given the output's group and seed (the group's own probability, 1/G, is the
-        same for every value)."""
+        """P(output | value) given the output's group and seed (the group's own probability is the same
+        for every value)."""
         if not isinstance(output, PEMReport) or not (
-            0 <= output.group < params.levels and 0 <= output.bucket < params.g
+            0 <= output.group < params.groups and 0 <= output.bucket < params.g
         ):
             return Fraction(0)
         data = value_bytes(params, value)
@@ -416,12 +461,19 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             output.group, params.prefix_bits(output.group), prefix_of(params, output.group, data)
         )
         own = _bucket(output.a, output.b, key, params.g)
-        return Fraction(1, params.levels) * self._bucket_probability(params, own, output.bucket)
+        return _group_probability(params, output.group) * self._bucket_probability(params, own, output.bucket)
 
     @staticmethod
     def _bucket_probability(params: PEMParams, own: int, bucket: int) -> Fraction:
         p = Fraction(params.truth_threshold, PROB_ONE)
         return p if bucket == own else (1 - p) / (params.g - 1)
+
+
+def _group_probability(params: PEMParams, group: int) -> Fraction:
+    """P(group) over secrets: v = the verification threshold / 2**32 for group G, (1 - v)/G for a level
+    (group_of's modulo bias, below G/2**64, neglected as for every keyed draw)."""
+    v = Fraction(params.verification_threshold, PROB_ONE)
+    return v if group == params.levels else (1 - v) / params.levels
 
 
 SPEC = PEMSpec()

@@ -888,7 +888,8 @@ class PrefixExtensionParams(google.protobuf.message.Message):
     reports for one level only, its group (from its client secret and the campaign id): the prefix of its
     key down to that level, with local hashing (g buckets, truth_probability) of the prefix's 64-bit digest.
     The server keeps the top_k prefixes of each level and extends them; docs/wire-protocol.md has the
-    digest and the hash.
+    digest and the hash. With a verification_share, a further group G reports the whole value's key (same
+    report shape, group G); with an alphabet, each character is a digit of ceil(log2 |alphabet|) bits.
     """
 
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
@@ -899,8 +900,10 @@ class PrefixExtensionParams(google.protobuf.message.Message):
     TOP_K_FIELD_NUMBER: builtins.int
     G_FIELD_NUMBER: builtins.int
     TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
+    VERIFICATION_SHARE_FIELD_NUMBER: builtins.int
+    ALPHABET_FIELD_NUMBER: builtins.int
     max_length: builtins.int
-    """Longest value in bytes, 1 <= max_length <= 64."""
+    """Longest value in symbols (bytes, or characters of the alphabet), 1 <= max_length <= 64."""
     start_bits: builtins.int
     """Bits of the value in level 0's prefixes, 1 <= start_bits <= 16 and max_length * 2^start_bits <= 2^16."""
     step_bits: builtins.int
@@ -911,6 +914,15 @@ class PrefixExtensionParams(google.protobuf.message.Message):
     """Local-hashing buckets, 2 <= g <= 2^20."""
     truth_probability: builtins.float
     """P(the reported bucket is the prefix's own), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
+    verification_share: builtins.float
+    """Share of the users in the verification group G (whole values, estimating the discovered values'
+    counts independently of their choice), 0 <= share <= 0.5, quantized to 2^-32. 0 (the default): none,
+    G groups as before the field existed.
+    """
+    alphabet: builtins.str
+    """The characters values may hold, 2..256 distinct, each a digit of ceil(log2 |alphabet|) bits; "" (the
+    default): any byte, a string as UTF-8.
+    """
     def __init__(
         self,
         *,
@@ -920,8 +932,10 @@ class PrefixExtensionParams(google.protobuf.message.Message):
         top_k: builtins.int = ...,
         g: builtins.int = ...,
         truth_probability: builtins.float = ...,
+        verification_share: builtins.float = ...,
+        alphabet: builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["g", b"g", "max_length", b"max_length", "start_bits", b"start_bits", "step_bits", b"step_bits", "top_k", b"top_k", "truth_probability", b"truth_probability"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["alphabet", b"alphabet", "g", b"g", "max_length", b"max_length", "start_bits", b"start_bits", "step_bits", b"step_bits", "top_k", b"top_k", "truth_probability", b"truth_probability", "verification_share", b"verification_share"]) -> None: ...
 
 global___PrefixExtensionParams = PrefixExtensionParams
 
