@@ -89,6 +89,8 @@ class DiscoveryResult:
     top_k: int
     items: tuple[DiscoveredItem, ...]
     levels: tuple[DiscoveryLevel, ...]
+    kept: tuple[Hashable, ...] = ()
+    """The last level's kept candidates, in ``items``' order (what an adaptive round publishes)."""
 
     def item(self, label: str) -> DiscoveredItem:
         """The discovered value ``label``; raises KeyError if it was not discovered."""
@@ -110,7 +112,14 @@ def _spec(params: Any) -> MechanismSpec[Any]:
 
 
 def discover(
-    params: Any, support_of: SupportOf, n: int, *, confidence: float = 0.95, top_k: int | None = None
+    params: Any,
+    support_of: SupportOf,
+    n: int,
+    *,
+    confidence: float = 0.95,
+    top_k: int | None = None,
+    levels: int | None = None,
+    published: Sequence[Sequence[Hashable]] = (),
 ) -> DiscoveryResult:
     """Run the level loop (module docstring) with the supports ``support_of`` gives.
 
@@ -121,6 +130,10 @@ def discover(
         n: the number of reporting users N.
         confidence: two-sided level of the intervals.
         top_k: candidates kept per level; default the campaign's (``spec.discovery_top_k``). At most it.
+        levels: run only the first ``levels`` levels (an adaptive campaign's closed rounds); default all.
+        published: the candidates an adaptive campaign kept at its first levels, in order: those levels
+            keep them (the first ``top_k``) instead of choosing again, so the candidates of each later
+            level are the ones its devices were given (:mod:`ldp_aggregator.discovery_rounds`).
 
     Raises:
         NoReportsError: no reports, or a level without reports.
@@ -134,22 +147,26 @@ def discover(
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= limit:
         raise InvalidParameterError("top_k", top_k, f"an integer in [1, {limit}] (the campaign's top_k)")
     z = normal_quantile(confidence)
-    levels: list[DiscoveryLevel] = []
+    summary: list[DiscoveryLevel] = []
     kept: tuple[Hashable, ...] = ()
     est = se = np.zeros(0)
-    for level in range(spec.discovery_levels(params)):
+    for level in range(spec.discovery_levels(params) if levels is None else levels):
         candidates = spec.discovery_candidates(params, level, kept)
         support = support_of(level, candidates)
         n_j = support.n
         if n_j == 0:
             raise NoReportsError(0)
         counts, errors = _pooled(spec, params, support_of, level, candidates, support, n, confidence)
-        # Highest estimates first; a stable sort keeps candidate order among equal estimates.
-        order = np.argsort(-counts, kind="stable")[: min(k, len(candidates))]
+        if level < len(published):
+            position = {c: i for i, c in enumerate(candidates)}
+            order = np.array([position[c] for c in published[level][:k]], dtype=np.int64)
+        else:
+            # Highest estimates first; a stable sort keeps candidate order among equal estimates.
+            order = np.argsort(-counts, kind="stable")[: min(k, len(candidates))]
         kept = tuple(candidates[i] for i in order)
         est, se = counts[order], errors[order]
         threshold = float(est[-1]) if len(order) else -math.inf
-        levels.append(
+        summary.append(
             DiscoveryLevel(
                 level=level, reports=n_j, tested=len(candidates), kept=len(kept), threshold=threshold
             )
@@ -171,7 +188,8 @@ def discover(
         confidence=float(confidence),
         top_k=k,
         items=items,
-        levels=tuple(levels),
+        levels=tuple(summary),
+        kept=kept,
     )
 
 
@@ -192,11 +210,18 @@ def _pooled(
     N^2 K(f) / n_j where K(f) = (q*(1 - q*) + f (p* - q*)(1 - p* - q*))/(p* - q*)^2 + f (1 - f): the same
     K for every group, so the best unbiased combination weighs each group by its size n_j (weights that
     do not depend on the reports keep it unbiased): c_hat = sum n_j c_hat_j / sum n_j, with variance
-    N^2 K(f) / sum n_j, f estimated by clip(c_hat / N, 0, 1).
+    N^2 K(f) / sum n_j, f estimated by clip(c_hat / N, 0, 1). The rounds of an adaptive campaign may
+    answer with different oracles (GRR or local hashing, :mod:`ldp_aggregator.discovery_rounds`): then
+    each group has its own K_j and the variance is N^2 sum_j n_j K_j(f) / (sum_j n_j)^2 (the same weights,
+    still unbiased; equal to the above when every K_j is the same).
     """
     arrays = pure_oracle_arrays(support.counts, support.n, support.p_star, support.q_star, confidence)
     weight = np.full(len(candidates), float(support.n))
     total = arrays.count * (n / support.n) * support.n
+    # (candidate indexes, n_j, p*, q*) of every group pooled: an adaptive campaign's rounds may use
+    # different oracles (ldp_aggregator.discovery_rounds), so each group's K(f) is its own.
+    every = np.arange(len(candidates))
+    parts: list[tuple[Any, float, Any, Any]] = [(every, float(support.n), support.p_star, support.q_star)]
     earlier: dict[int, list[tuple[int, Hashable]]] = {}
     for i, cand in enumerate(candidates):
         for lv, same in spec.discovery_same_value(params, level, cand):
@@ -209,11 +234,17 @@ def _pooled(
         idx = np.array([i for i, _ in pairs], dtype=np.int64)
         np.add.at(total, idx, arr.count * (n / sup.n) * sup.n)
         np.add.at(weight, idx, float(sup.n))
+        parts.append((idx, float(sup.n), sup.p_star, sup.q_star))
     counts = total / weight
-    p, q = np.asarray(support.p_star, dtype=np.float64), np.asarray(support.q_star, dtype=np.float64)
     f = np.clip(counts / n, 0.0, 1.0)
-    k_of_f = (q * (1 - q) + f * (p - q) * (1 - p - q)) / (p - q) ** 2 + f * (1 - f)
-    return counts, np.sqrt(n * n * k_of_f / weight)
+    # Var[sum n_j c_hat_j / sum n_j] = N^2 sum_j n_j K_j(f) / (sum n_j)^2 (independent groups).
+    spread = np.zeros(len(candidates))
+    for idx, n_j, p_j, q_j in parts:
+        p, q = np.asarray(p_j, dtype=np.float64), np.asarray(q_j, dtype=np.float64)
+        f_j = f[idx]
+        k_of_f = (q * (1 - q) + f_j * (p - q) * (1 - p - q)) / (p - q) ** 2 + f_j * (1 - f_j)
+        np.add.at(spread, idx, n_j * k_of_f)
+    return counts, np.sqrt(n * n * spread) / weight
 
 
 def discover_columns(

@@ -3,6 +3,7 @@ the support counts the server computes (the method: the package docstring)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Sequence
@@ -123,6 +124,8 @@ class PEMParams:
         top_k: candidates kept per level, 1..2**16 / 2**step_bits (the level budget).
         g: local-hashing buckets (2..2**20).
         truth_probability: P(the reported bucket is the prefix's own), in (1/g, 1), quantized to 2**-32.
+        adaptive: collect the levels in rounds, each against the candidates the aggregator published
+            (:mod:`ldp_client.mechanisms.pem.rounds`); False: one round.
     """
 
     name: ClassVar[str] = "pem"
@@ -132,10 +135,13 @@ class PEMParams:
     top_k: int
     g: int
     truth_probability: float
+    adaptive: bool = False
     truth_threshold: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_tree_fields(self.max_length, self.start_bits, self.step_bits, self.top_k)
+        if not isinstance(self.adaptive, bool):
+            raise InvalidParameterError("adaptive", self.adaptive, "a bool (rounds=adaptive or rounds=one)")
         object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
 
     @property
@@ -170,6 +176,7 @@ class PEMParams:
         start_bits: int | None = None,
         step_bits: int = 6,
         g: int | None = None,
+        adaptive: bool = False,
     ) -> PEMParams:
         """PEM at ``epsilon``: local hashing with the variance-optimal g (about e^eps + 1) and p rounded
         down to a multiple of 2**-32; start_bits by default 8 (the first byte; less when the budget or the
@@ -191,6 +198,7 @@ class PEMParams:
             top_k=top_k,
             g=g,
             truth_probability=threshold_to_probability(t),
+            adaptive=adaptive,
         )
         report_quantization(eps, params.epsilon)
         return params
@@ -199,9 +207,25 @@ class PEMParams:
 _FIELDS: Final = ("max_length", "start_bits", "step_bits", "top_k", "g")
 
 
+_ROUNDS: Final = {"one": False, "adaptive": True}
+
+
 def _make(*, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
+    """``make_params``' pem: the tree's fields, and ``rounds`` = "one" (default) or "adaptive"."""
+    adaptive = False
+    if "rounds" in fields:
+        rounds = fields.pop("rounds")
+        if rounds not in _ROUNDS:
+            raise InvalidParameterError("rounds", rounds, "'one' (one round, default) or 'adaptive'")
+        adaptive = _ROUNDS[str(rounds)]
     params: PEMParams = make_tree_params(PEMParams, _FIELDS, epsilon=epsilon, fields=fields)
-    return params
+    return dataclasses.replace(params, adaptive=True) if adaptive else params
+
+
+def bucket_limit(params: PEMParams) -> int:
+    """Reports' buckets are below this: g, or for an adaptive campaign also any GRR round's d + 1 symbols
+    (d <= 2**16; the aggregator checks each round's exact limit)."""
+    return max(params.g, MAX_LEVEL_CANDIDATES + 1) if params.adaptive else params.g
 
 
 # --------------------------------------------------------------------------------------------- keys
