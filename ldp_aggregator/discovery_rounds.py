@@ -5,10 +5,11 @@ rounds. The devices' side and the rounds' oracles: :mod:`ldp_client.mechanisms.p
 **State.** The campaign's stored ``Campaign`` message carries the round collecting now
 (``discovery_round``) and the closed rounds with the prefixes each kept (``discovery_rounds``); every
 replica reads it from the store. A batch answers one round (the ``groups`` of its reports, which are the
-devices' rounds): it is refused with FAILED_PRECONDITION unless that round is collecting, checked here
-before the commit and again inside the store's commit transaction (:meth:`CampaignStore.advance_round`
-excludes commits of the campaign while it reads the round's reports and publishes), so a report of a
-closed round is counted nowhere, not in the accumulator and not in the raw reports.
+devices' rounds): it is refused with FAILED_PRECONDITION unless that round is collecting, checked inside
+the store's commit transaction, after the duplicate check (:meth:`CampaignStore.advance_round` excludes
+commits of the campaign while it reads the round's reports and publishes), so a report of a closed round
+is counted nowhere, not in the accumulator and not in the raw reports, and a retry of a batch stored
+before its round closed answers "duplicate".
 
 **Round step.** Closing round r runs :func:`ldp_aggregator.discovery.discover` on rounds 0..r with the
 published prefixes of rounds 0..r-1 fixed, keeps level r's top_k candidates and publishes them: round
@@ -33,7 +34,7 @@ from ldp_aggregator.discovery import DiscoveryResult, discover, discovery_column
 from ldp_aggregator.store.records import CampaignRecord
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2
-from ldp_client.errors import InvalidParameterError, LdpError, RoundNotOpenError, shown
+from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError, RoundNotOpenError, shown
 from ldp_client.layouts import Support
 from ldp_client.mechanisms.pem import PEMParams, Prefix
 from ldp_client.mechanisms.pem.rounds import RoundPlan, check_round_columns, round_plan, round_support
@@ -63,26 +64,31 @@ def plans(info: wire.CampaignInfo, rounds: int) -> list[RoundPlan]:
     return [round_plan(params, r, published[r - 1] if r else ()) for r in range(rounds)]
 
 
-def batch_round(info: wire.CampaignInfo, columns: Any) -> int:
-    """The round a decoded batch of an adaptive campaign answers: the one collecting, checked.
+def batch_round(info: wire.CampaignInfo, columns: Any) -> int | None:
+    """The round a decoded batch of an adaptive campaign answers (None for an empty batch), its reports
+    checked against the round's oracle when it is the round collecting. A batch of another round goes on
+    to the store, which refuses it (RoundNotOpenError) after its duplicate check: a retry of a batch
+    stored before its round closed still answers "duplicate".
 
     Raises:
-        RoundNotOpenError: a report of another round (FAILED_PRECONDITION; nothing is counted).
-        InvalidReportError: a bucket or seed the round's oracle cannot produce.
+        InvalidReportError: reports of several rounds in one batch, or a bucket or seed that the round's
+            oracle cannot produce.
     """
-    params = info.params
-    current = info.discovery_round
-    if current >= params.levels:
-        groups = np.asarray(columns[0])
-        raise RoundNotOpenError(
-            info.campaign_id, int(groups[0]) if groups.size else 0, current, params.levels
+    groups = np.asarray(columns[0])
+    if groups.size == 0:
+        return None
+    round_ = int(groups[0])
+    other = np.flatnonzero(groups != round_)
+    if other.size:
+        i = int(other[0])
+        raise InvalidReportError(
+            f"pem.groups[{i}]",
+            int(groups[i]),
+            f"round {round_} (the batch's first report's): one round per batch",
         )
-    plan = plans(info, current + 1)[current]
-    try:
-        check_round_columns(plan, columns, info.campaign_id)
-    except RoundNotOpenError as exc:  # again with the number of rounds, for the message
-        raise RoundNotOpenError(info.campaign_id, exc.round, current, params.levels) from None
-    return current
+    if round_ == info.discovery_round < info.params.levels:
+        check_round_columns(plans(info, round_ + 1)[round_], columns, info.campaign_id)
+    return round_
 
 
 def _closed_columns(info: wire.CampaignInfo, payloads: Iterator[bytes], rounds: int) -> tuple[Any, int]:

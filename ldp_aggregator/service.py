@@ -431,8 +431,8 @@ class Aggregator:
         columns = decode(campaign.info)
         round_ = None
         if is_adaptive(campaign.info.params) and not campaign.info.closed:
-            # Issue 16: the round the batch answers, checked now (a clear error, nothing decoded further)
-            # and again by the store in the commit (a NextRound may close the round in between).
+            # Issue 16: the round the batch answers (its reports checked against that round's oracle); the
+            # store refuses it in the commit unless that round is collecting then, after its duplicate check.
             round_ = batch_round(campaign.info, columns)
         delta = batch_delta(campaign.info.params, columns)
         return delta, delta.n, round_

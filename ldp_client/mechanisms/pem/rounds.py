@@ -215,8 +215,8 @@ def round_encoder(
 
 
 def check_round_columns(plan: RoundPlan, columns: Any, campaign_id: str) -> None:
-    """A batch of an adaptive campaign: every report of the round collecting (``plan.round``), with buckets
-    below the round's limit (GRR: d + 1 symbols, with a = b = 0).
+    """A batch of round ``plan.round``: every report of that round, with buckets below the round's limit
+    (GRR: d + 1 symbols, with a = b = 0).
 
     Raises:
         RoundNotOpenError: a report of another round (named).
