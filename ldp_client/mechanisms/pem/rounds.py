@@ -145,7 +145,19 @@ def round_plan(params: PEMParams, round_: int, kept: Sequence[Prefix]) -> RoundP
         raise InvalidParameterError("round", round_, f"a round in [0, {params.levels - 1}]")
     if round_ > 0 and not kept:
         raise InvalidParameterError("kept", (), f"the prefixes published after round {round_ - 1}")
-    candidates = level_candidates(params, round_, [] if round_ == 0 else [Prefix(*p) for p in kept])
+    parents = [Prefix(*p) for p in kept] if round_ else []
+    if round_:
+        bits = params.prefix_bits(round_ - 1)
+        for i, p in enumerate(parents):
+            if not (1 <= p.length <= params.max_length and 0 <= p.bits < 1 << bits) or (
+                8 * p.length < bits and p.bits & ((1 << (bits - 8 * p.length)) - 1)
+            ):
+                raise InvalidParameterError(
+                    f"discovery_rounds[{round_ - 1}].kept[{i}]",
+                    tuple(p),
+                    f"a level-{round_ - 1} prefix: length 1..{params.max_length}, {bits} bits, zero past the length",
+                )
+    candidates = level_candidates(params, round_, parents)
     d = len(candidates)
     t = grr_round_threshold(params, d)
     grr = False

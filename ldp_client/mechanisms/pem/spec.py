@@ -246,6 +246,12 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     def _device_encoder(
         self, params: PEMParams, campaign_id: str, secret: ClientSecret
     ) -> Callable[[Any], Any]:
+        if params.adaptive:  # the round collecting and its candidates come from the server's campaign
+            raise InvalidParameterError(
+                "params",
+                "pem with rounds=adaptive",
+                "the server's campaign to encode against (ldp_client.reporter.campaign.encoder_for with info=)",
+            )
         return PEMEncoder(params, group=group_of(params, campaign_id, secret)).encode
 
     # -------------------------------------------------------------------------------- codec
