@@ -15,10 +15,11 @@ drawn from each device's secret, independently of its value). With c_hat_j the g
 the c_j users of the group holding a value, the population estimate is c_hat = (N / n_j) c_hat_j, unbiased
 for c, with
 
-    Var[c_hat] = (N / n_j)^2 Var[c_hat_j | c_j] + N^2 f (1 - f) / n_j,     f = c / N,
+    Var[c_hat] = (N / n_j)^2 Var[c_hat_j | c_j] + N^2 f (1 - f) (1/n_j - 1/N),     f = c / N,
 
-the second term being the sampling of the group (each user in it independently), f estimated by
-clip(c_hat / N, 0, 1). The interval is c_hat +- z SE (normal).
+the second term being the sampling of the group out of the N users it is a random part of (without
+replacement: the finite-population factor), f estimated by clip(c_hat / N, 0, 1). The interval is
+c_hat +- z SE (normal).
 
 Pooling. A candidate that already holds complete values (a short string whose prefix is whole) is also
 estimated by the groups of the earlier levels where it was complete (``spec.discovery_same_value``); their
@@ -206,14 +207,20 @@ def _pooled(
     """Population estimates and standard errors of a level's candidates, each pooled with the earlier
     levels whose candidate stands for the same values (``spec.discovery_same_value``; module docstring).
 
-    Group j's estimate c_hat_j = (N / n_j) (C - n_j q*)/(p* - q*) is unbiased for c, with variance
-    N^2 K(f) / n_j where K(f) = (q*(1 - q*) + f (p* - q*)(1 - p* - q*))/(p* - q*)^2 + f (1 - f): the same
-    K for every group, so the best unbiased combination weighs each group by its size n_j (weights that
-    do not depend on the reports keep it unbiased): c_hat = sum n_j c_hat_j / sum n_j, with variance
-    N^2 K(f) / sum n_j, f estimated by clip(c_hat / N, 0, 1). The rounds of an adaptive campaign may
-    answer with different oracles (GRR or local hashing, :mod:`ldp_aggregator.discovery_rounds`): then
-    each group has its own K_j and the variance is N^2 sum_j n_j K_j(f) / (sum_j n_j)^2 (the same weights,
-    still unbiased; equal to the above when every K_j is the same).
+    Group j's estimate c_hat_j = (N / n_j) (C - n_j q*)/(p* - q*) is unbiased for c. Weighing each group
+    by its size n_j (weights that do not depend on the reports keep it unbiased; the best combination when
+    every group has the same oracle): c_hat = sum n_j c_hat_j / sum n_j = (N / n_S) sum c_hat'_j over the
+    pooled groups S, c_hat'_j the group's own unbiased count, n_S = sum n_j. Its error is the oracles'
+    noise, independent across groups, plus the sampling of the groups S out of the N users they
+    partition (a random split, independent of the values, so without replacement):
+
+        Var[c_hat] = N^2 sum_j n_j L_j(f) / n_S^2 + N^2 f (1 - f) (1/n_S - 1/N),
+        L_j(f) = (q_j (1 - q_j) + f (p_j - q_j)(1 - p_j - q_j)) / (p_j - q_j)^2,
+
+    f estimated by clip(c_hat / N, 0, 1). Each group has its own L_j (the rounds of an adaptive campaign
+    may answer with different oracles, :mod:`ldp_aggregator.discovery_rounds`). The finite-population
+    factor (1/n_S - 1/N) matters for a value pooled over many groups: pooled over all of them, its
+    sampling error is zero.
     """
     arrays = pure_oracle_arrays(support.counts, support.n, support.p_star, support.q_star, confidence)
     weight = np.full(len(candidates), float(support.n))
@@ -237,14 +244,16 @@ def _pooled(
         parts.append((idx, float(sup.n), sup.p_star, sup.q_star))
     counts = total / weight
     f = np.clip(counts / n, 0.0, 1.0)
-    # Var[sum n_j c_hat_j / sum n_j] = N^2 sum_j n_j K_j(f) / (sum n_j)^2 (independent groups).
+    # The oracles' noise, independent across groups: N^2 sum_j n_j L_j(f) / (sum n_j)^2.
     spread = np.zeros(len(candidates))
     for idx, n_j, p_j, q_j in parts:
         p, q = np.asarray(p_j, dtype=np.float64), np.asarray(q_j, dtype=np.float64)
         f_j = f[idx]
-        k_of_f = (q * (1 - q) + f_j * (p - q) * (1 - p - q)) / (p - q) ** 2 + f_j * (1 - f_j)
-        np.add.at(spread, idx, n_j * k_of_f)
-    return counts, np.sqrt(n * n * spread) / weight
+        np.add.at(spread, idx, n_j * (q * (1 - q) + f_j * (p - q) * (1 - p - q)) / (p - q) ** 2)
+    # The sampling of the pooled groups out of the N users they partition (finite population):
+    # N^2 f (1 - f) (1 / sum n_j - 1 / N); zero when the pooled groups hold every user.
+    sampling = np.clip(1.0 / weight - 1.0 / n, 0.0, None) * f * (1 - f)
+    return counts, n * np.sqrt(spread / weight**2 + sampling)
 
 
 def discover_columns(

@@ -109,18 +109,26 @@ def discover_published(
     rounds: int,
     *,
     confidence: float = 0.95,
+    cache: dict[tuple[int, tuple[Prefix, ...]], Support] | None = None,
 ) -> DiscoveryResult:
     """:func:`~ldp_aggregator.discovery.discover` over rounds 0..rounds-1 of an adaptive campaign whose
     first rounds published ``published`` (at most ``rounds`` lists): each round's support from its own
     oracle (:func:`round_support`), each published level keeping what it published. ``columns``: the
-    reports of these rounds, ``n`` their number."""
+    reports of these rounds, ``n`` their number. ``cache``: supports of closed rounds kept between calls
+    (a simulation running the rounds in process; their reports do not change)."""
     kept = [tuple(Prefix(*p) for p in level) for level in published]
     round_plans = [round_plan(params, r, kept[r - 1] if r else ()) for r in range(rounds)]
     groups, a, b, y = columns
 
     def support_of(level: int, candidates: Sequence[Hashable]) -> Support:
-        cands = [Prefix(*c) for c in candidates]  # type: ignore[misc]
-        return round_support(round_plans[level], groups, a, b, y, cands)
+        cands = tuple(Prefix(*c) for c in candidates)  # type: ignore[misc]
+        key = (level, cands)
+        if cache is not None and key in cache:
+            return cache[key]
+        support = round_support(round_plans[level], groups, a, b, y, cands)
+        if cache is not None and level < len(published):  # a closed round's reports never change
+            cache[key] = support
+        return support
 
     return discover(params, support_of, n, confidence=confidence, levels=rounds, published=kept[:rounds])
 

@@ -146,7 +146,9 @@ def test_each_round_is_published_and_the_last_one_closes_the_campaign(collected:
     assert all(len(r.kept) == 5 for r in info.discovery_rounds)
     # The values the last round kept are the discovered ones, in the estimate's order.
     last = [bytes(p.bits).ljust(4, b"\0")[: p.length] for p in msg.discovery_rounds[-1].kept]
-    assert [x.decode("utf-8", "backslashreplace") for x in last] == [it.label for it in collected["estimate"].items]
+    assert [x.decode("utf-8", "backslashreplace") for x in last] == [
+        it.label for it in collected["estimate"].items
+    ]
     for r, (_, output) in enumerate(collected["rounds"][:-1]):
         assert f"collecting round {r + 1} of 0..{params.levels - 1}" in output
     assert "[closed]" in collected["rounds"][-1][1] and "all 4 rounds closed" in collected["rounds"][-1][1]

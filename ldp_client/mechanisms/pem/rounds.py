@@ -155,7 +155,8 @@ def round_plan(params: PEMParams, round_: int, kept: Sequence[Prefix]) -> RoundP
                 raise InvalidParameterError(
                     f"discovery_rounds[{round_ - 1}].kept[{i}]",
                     tuple(p),
-                    f"a level-{round_ - 1} prefix: length 1..{params.max_length}, {bits} bits, zero past the length",
+                    f"a level-{round_ - 1} prefix: length 1..{params.max_length}, {bits} bits,"
+                    " zero past the length",
                 )
     candidates = level_candidates(params, round_, parents)
     d = len(candidates)

@@ -250,7 +250,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             raise InvalidParameterError(
                 "params",
                 "pem with rounds=adaptive",
-                "the server's campaign to encode against (ldp_client.reporter.campaign.encoder_for with info=)",
+                "the server's campaign to encode against (reporter.campaign.encoder_for with info=)",
             )
         return PEMEncoder(params, group=group_of(params, campaign_id, secret)).encode
 
