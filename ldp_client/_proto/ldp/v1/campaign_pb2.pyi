@@ -914,7 +914,7 @@ class PrefixExtensionParams(google.protobuf.message.Message):
     """P(the reported bucket is the prefix's own), in (1/g, 1); epsilon = ln(p (g - 1) / (1 - p))."""
     adaptive: builtins.bool
     """Fields 7..9 are kept for pem's calibration options.
-    Adaptive multi-round collection (issue 16; docs/discovery.md, "Adaptive rounds"): the devices of round
+    Adaptive multi-round collection (issue 16; docs/discovery-rounds.md): the devices of round
     r (their group, from the client secret) report level r's prefix against the candidates the aggregator
     published after round r - 1 (Campaign.discovery_rounds): generalized randomized response over those
     candidates and "none of them" (a = b = 0, bucket = the candidate's index, or the number of candidates
