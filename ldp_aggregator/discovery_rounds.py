@@ -25,7 +25,7 @@ each round's reports, tested, kept and threshold.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,9 +57,21 @@ def is_adaptive(params: Any) -> bool:
     return isinstance(params, PEMParams) and params.adaptive
 
 
+def _pem(info: wire.CampaignInfo) -> PEMParams:
+    """The parameters of an adaptive campaign (InvalidParameterError for any other)."""
+    params = info.params
+    if not isinstance(params, PEMParams) or not params.adaptive:
+        raise InvalidParameterError(
+            "campaign",
+            f"{info.campaign_id} ({params.name})",
+            "an adaptive discovery campaign (pem with rounds=adaptive)",
+        )
+    return params
+
+
 def plans(info: wire.CampaignInfo, rounds: int) -> list[RoundPlan]:
     """The plans of rounds 0..rounds-1 (each from the prefixes published after the round before)."""
-    params = info.params
+    params = _pem(info)
     published = [tuple(Prefix(*p) for p in r.kept) for r in info.discovery_rounds]
     return [round_plan(params, r, published[r - 1] if r else ()) for r in range(rounds)]
 
@@ -86,12 +98,12 @@ def batch_round(info: wire.CampaignInfo, columns: Any) -> int | None:
             int(groups[i]),
             f"round {round_} (the batch's first report's): one round per batch",
         )
-    if round_ == info.discovery_round < info.params.levels:
+    if round_ == info.discovery_round < _pem(info).levels:
         check_round_columns(plans(info, round_ + 1)[round_], columns, info.campaign_id)
     return round_
 
 
-def _closed_columns(info: wire.CampaignInfo, payloads: Iterator[bytes], rounds: int) -> tuple[Any, int]:
+def _closed_columns(info: wire.CampaignInfo, payloads: Iterable[bytes], rounds: int) -> tuple[Any, int]:
     """The columns of the reports of rounds 0..rounds-1, and their number."""
     columns, n = discovery_columns(info.params, info.campaign_id, payloads)
     if n == 0:
@@ -103,7 +115,7 @@ def _closed_columns(info: wire.CampaignInfo, payloads: Iterator[bytes], rounds: 
 
 def discover_published(
     params: PEMParams,
-    published: Sequence[Sequence[Prefix]],
+    published: Sequence[Sequence[tuple[int, int]]],
     columns: Any,
     n: int,
     rounds: int,
@@ -137,7 +149,7 @@ def _discover(
     info: wire.CampaignInfo, columns: Any, n: int, rounds: int, *, confidence: float
 ) -> DiscoveryResult:
     published = [r.kept for r in info.discovery_rounds[:rounds]]
-    return discover_published(info.params, published, columns, n, rounds, confidence=confidence)  # type: ignore[arg-type]
+    return discover_published(_pem(info), published, columns, n, rounds, confidence=confidence)
 
 
 def next_round_blob(info: wire.CampaignInfo, round_: int, payloads: Iterator[bytes]) -> tuple[bytes, bool]:
@@ -150,13 +162,7 @@ def next_round_blob(info: wire.CampaignInfo, round_: int, payloads: Iterator[byt
         RoundNotOpenError: ``round_`` is not the round collecting.
         RoundWithoutReportsError: the round has no reports (nothing to publish; wait for them).
     """
-    params = info.params
-    if not is_adaptive(params):
-        raise InvalidParameterError(
-            "campaign",
-            f"{info.campaign_id} ({params.name})",
-            "an adaptive discovery campaign (rounds=adaptive)",
-        )
+    params = _pem(info)
     if round_ != info.discovery_round:
         raise RoundNotOpenError(info.campaign_id, round_, info.discovery_round, params.levels)
     columns, n = _closed_columns(info, payloads, round_ + 1)
@@ -172,7 +178,7 @@ def next_round_blob(info: wire.CampaignInfo, round_: int, payloads: Iterator[byt
     last = round_ + 1 == params.levels
     msg = wire.campaign_to_proto(
         campaign_id=info.campaign_id,
-        params=params,
+        params=info.params,
         description=info.description,
         candidates=info.candidates,
         created_unix_ms=info.created_unix_ms,
@@ -197,7 +203,7 @@ class RoundWithoutReportsError(LdpError):
 
 
 def discover_rounds(
-    info: wire.CampaignInfo, payloads: Iterator[bytes], *, confidence: float = 0.95
+    info: wire.CampaignInfo, payloads: Iterable[bytes], *, confidence: float = 0.95
 ) -> DiscoveryResult | None:
     """The discovery over the closed rounds of an adaptive campaign (module docstring); None before the
     first round closes."""
@@ -217,7 +223,7 @@ def record_info(record: CampaignRecord) -> wire.CampaignInfo:
 
 def describe_round(info: wire.CampaignInfo) -> str:
     """One line for operators: the round collecting, or that every round is closed."""
-    levels = info.params.levels
+    levels = _pem(info).levels
     if info.discovery_round >= levels:
         return f"all {levels} rounds closed"
     text = f"collecting round {info.discovery_round} of 0..{levels - 1}"

@@ -64,7 +64,7 @@ def simulate_rounds(
 
 def _grpc(
     config: SimulationConfig,
-    params: PEMParams,
+    params: Any,
     values: Any,
     rounds: Any,
     labels: tuple[str, ...],
@@ -121,7 +121,7 @@ def _grpc(
             plan = round_plan(params, r, published[r - 1] if r else ())
             mine = values[rounds == r]
             for j in range(0, mine.shape[0], batch):
-                columns = encode_round_batch(plan, mine[j : j + batch], labels, rng)
+                columns: Any = encode_round_batch(plan, mine[j : j + batch], labels, rng)
                 accepted += _submit(
                     session.collector,
                     wire.batch_to_proto(

@@ -15,7 +15,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final, Self
+from typing import Any, Final, Self
 
 from ldp_aggregator.store.answers import DEFAULT_COMMIT_WINDOW_S
 from ldp_aggregator.store.base import RoundStep
@@ -341,7 +341,7 @@ class Store(GroupCommitWriter):
             if current != round_:
                 raise RoundNotOpenError(campaign_id, round_, current)
             sql = "SELECT payload FROM raw_reports WHERE campaign_id = ? ORDER BY position"
-            rows = conn.execute(sql, (campaign_id,)) if self._retain_raw else iter(())
+            rows: Iterator[Any] = conn.execute(sql, (campaign_id,)) if self._retain_raw else iter(())
             payloads = (bytes(row[0]) for row in rows)
             blob, closed = step(record, payloads)
             self._transaction(

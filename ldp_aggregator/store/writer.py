@@ -169,9 +169,9 @@ class GroupCommitWriter(StoreFiles, GroupCommitQueue):
                 if self._campaigns[cid].closed:
                     outcomes.append((s, CampaignClosedError(cid)))
                     continue
-                if s.round is not None and s.round != (current := campaign_round(self._campaigns[cid])):
+                if s.round is not None and s.round != (open_round := campaign_round(self._campaigns[cid])):
                     # Issue 16: a report of a round closed (or not yet open) is counted nowhere.
-                    outcomes.append((s, RoundNotOpenError(cid, s.round, current)))
+                    outcomes.append((s, RoundNotOpenError(cid, s.round, open_round)))
                     continue
                 try:
                     # The first batch of a group makes a new object (committed state stays untouched

@@ -133,7 +133,7 @@ class RoundPlan:
         return self.symbols if self.grr else self.params.g
 
 
-def round_plan(params: PEMParams, round_: int, kept: Sequence[Prefix]) -> RoundPlan:
+def round_plan(params: PEMParams, round_: int, kept: Sequence[tuple[int, int]]) -> RoundPlan:
     """Round ``round_``'s plan given the prefixes published after the round before (none for round 0).
 
     Raises:
@@ -148,13 +148,13 @@ def round_plan(params: PEMParams, round_: int, kept: Sequence[Prefix]) -> RoundP
     parents = [Prefix(*p) for p in kept] if round_ else []
     if round_:
         bits = params.prefix_bits(round_ - 1)
-        for i, p in enumerate(parents):
-            if not (1 <= p.length <= params.max_length and 0 <= p.bits < 1 << bits) or (
-                8 * p.length < bits and p.bits & ((1 << (bits - 8 * p.length)) - 1)
+        for i, parent in enumerate(parents):
+            if not (1 <= parent.length <= params.max_length and 0 <= parent.bits < 1 << bits) or (
+                8 * parent.length < bits and parent.bits & ((1 << (bits - 8 * parent.length)) - 1)
             ):
                 raise InvalidParameterError(
                     f"discovery_rounds[{round_ - 1}].kept[{i}]",
-                    tuple(p),
+                    tuple(parent),
                     f"a level-{round_ - 1} prefix: length 1..{params.max_length}, {bits} bits,"
                     " zero past the length",
                 )
@@ -308,11 +308,10 @@ def encode_round_batch(
     truthful_draw = rng.integers(0, PROB_ONE, size=n, dtype=np.uint64)
     if plan.grr:
         d = len(plan.candidates)
-        symbol_of = _label_symbols(plan, tuple(labels))
-        own = symbol_of[idx]
-        other = rng.integers(0, d, size=n, dtype=np.int64)
-        other = other + (other >= own)
-        buckets = np.where(truthful_draw < plan.threshold, own, other).astype(np.uint32)
+        symbols = _label_symbols(plan, tuple(labels))[idx]
+        others = np.asarray(rng.integers(0, d, size=n, dtype=np.int64))
+        others = others + (others >= symbols)
+        buckets = np.where(truthful_draw < plan.threshold, symbols, others).astype(np.uint32)
         zeros = np.zeros(n, dtype=np.uint64)
         return groups, zeros, zeros.copy(), buckets
     keys = _label_keys(params, tuple(labels))[idx, r]

@@ -3,6 +3,7 @@ the device's encoder, the checks of a round's reports and the calibration of the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from fractions import Fraction
 
@@ -24,7 +25,6 @@ from ldp_client.mechanisms.pem.rounds import (
     round_plan,
 )
 from ldp_client.secret import ClientSecret
-
 
 KEPT = [(4, ord("k")), (3, ord("f")), (4, ord("p")), (2, ord("a")), (4, ord("z"))]
 
@@ -158,16 +158,10 @@ def test_a_device_encodes_only_in_its_round() -> None:
     ],
 )
 def test_published_prefixes_are_checked(kept: list[tuple[int, int]], where: str) -> None:
-    with pytest.raises(InvalidParameterError, match=rf"discovery_rounds\[0\]\.{re_escape(where)}"):
+    with pytest.raises(InvalidParameterError, match=rf"discovery_rounds\[0\]\.{re.escape(where)}"):
         round_plan(_params(), 1, kept)
     with pytest.raises(InvalidParameterError, match="round"):
         round_plan(_params(), 9, [(4, 1)])
-
-
-def re_escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
 
 
 def test_a_rounds_reports_are_checked() -> None:
