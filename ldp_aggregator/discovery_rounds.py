@@ -49,6 +49,7 @@ __all__ = [
     "next_round_blob",
     "plans",
     "record_info",
+    "rounds_note",
 ]
 
 
@@ -219,6 +220,24 @@ def discover_rounds(
 def record_info(record: CampaignRecord) -> wire.CampaignInfo:
     """The campaign a stored record holds, round state included."""
     return wire.campaign_from_proto(campaign_pb2.Campaign.FromString(record.params_blob))
+
+
+def rounds_note(info: wire.CampaignInfo) -> str:
+    """What an estimate's items are while rounds remain (``EstimateResponse.note``); "" once all closed."""
+    levels, done = _pem(info).levels, info.discovery_round
+    if done >= levels:
+        return ""
+    cid = shown(info.campaign_id)
+    if done == 0:
+        return (
+            f"adaptive campaign {cid}: no round closed yet, so nothing is estimated; close round 0 once its"
+            f" devices reported (ldp-aggregator campaign next-round {info.campaign_id})"
+        )
+    return (
+        f"adaptive campaign {cid}: rounds 0..{done - 1} of 0..{levels - 1} closed (round {done} collecting):"
+        f" the items are the prefixes round {done - 1} kept, over the closed rounds' reports; whole values"
+        " once every round is closed"
+    )
 
 
 def describe_round(info: wire.CampaignInfo) -> str:

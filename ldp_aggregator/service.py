@@ -33,6 +33,7 @@ from ldp_aggregator.discovery_rounds import (
     batch_round,
     is_adaptive,
     next_round_blob,
+    rounds_note,
 )
 from ldp_aggregator.logs import log_event
 from ldp_aggregator.ratelimit import DEFAULT_MAX_ACCUMULATOR_BYTES, ResourceLimitError
@@ -226,7 +227,10 @@ NEEDS_CANDIDATES = (
 
 
 def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
-    """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
+    """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or what
+    they are in an adaptive discovery campaign whose rounds are not all closed; else ""."""
+    if is_adaptive(info.params):
+        return rounds_note(info)
     spec = registry.spec_for(info.params)
     if not spec.estimates_candidates or candidates or info.candidates:
         return ""

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from ldp_aggregator._proto.ldp.v1 import analyst_pb2, analyst_pb2_grpc, estimates_pb2
 from ldp_aggregator.cli import app
+from ldp_aggregator.discovery_rounds import RoundWithoutReportsError
 from ldp_aggregator.server import BackgroundServer, ServerConfig
 from ldp_aggregator.service import Aggregator, open_store
 from ldp_client import wire
@@ -236,6 +237,8 @@ def test_the_round_state_is_shared_by_two_stores_and_survives_a_restart(
         assert second.store.accumulator("w").n == 700  # nothing refused was counted
         est = second.estimate("w")
         assert est.discovery is not None and [lv.reports for lv in est.discovery.levels] == [400, 300]
+        note = second.estimate_message("w").note
+        assert "rounds 0..1 of 0..3 closed (round 2 collecting)" in note and "prefixes round 1 kept" in note
     finally:
         second.store.close()
 
@@ -268,8 +271,9 @@ def test_a_round_without_reports_and_a_one_round_campaign_are_refused(tmp_path: 
     agg = Aggregator(open_store(str(tmp_path / "db.sqlite3")))
     try:
         agg.create_campaign(wire.campaign_to_proto(campaign_id="w", params=_params()))
-        with pytest.raises(Exception, match="round 0 of campaign_id='w' has no reports yet"):
+        with pytest.raises(RoundWithoutReportsError, match="round 0 of campaign_id='w' has no reports yet"):
             agg.next_round("w", 0)
+        assert "no round closed yet" in agg.estimate_message("w").note
         assert agg.get_campaign("w").discovery_round == 0
         one = PEMParams.from_epsilon(4.0, max_length=4, top_k=5, step_bits=8)
         agg.create_campaign(wire.campaign_to_proto(campaign_id="one", params=one))
