@@ -24,6 +24,7 @@ each round's reports, tested, kept and threshold.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
@@ -31,9 +32,7 @@ from typing import Any
 import numpy as np
 
 from ldp_aggregator.discovery import DiscoveryResult, discover, discovery_columns
-from ldp_aggregator.store.records import CampaignRecord
 from ldp_client import wire
-from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import InvalidParameterError, InvalidReportError, LdpError, RoundNotOpenError, shown
 from ldp_client.layouts import Support
 from ldp_client.mechanisms.pem import PEMParams, Prefix
@@ -48,7 +47,6 @@ __all__ = [
     "is_adaptive",
     "next_round_blob",
     "plans",
-    "record_info",
     "rounds_note",
 ]
 
@@ -77,6 +75,14 @@ def plans(info: wire.CampaignInfo, rounds: int) -> list[RoundPlan]:
     return [round_plan(params, r, published[r - 1] if r else ()) for r in range(rounds)]
 
 
+@functools.lru_cache(maxsize=8)  # a plan holds up to 2**16 candidates: a few campaigns' worth
+def _collecting_plan(info: wire.CampaignInfo) -> RoundPlan:
+    """The plan of the round collecting (computed once per campaign state: every batch needs it)."""
+    r = info.discovery_round
+    published = info.discovery_rounds[r - 1].kept if r else ()
+    return round_plan(_pem(info), r, published)
+
+
 def batch_round(info: wire.CampaignInfo, columns: Any) -> int | None:
     """The round a decoded batch of an adaptive campaign answers (None for an empty batch), its reports
     checked against the round's oracle when it is the round collecting. A batch of another round goes on
@@ -100,7 +106,7 @@ def batch_round(info: wire.CampaignInfo, columns: Any) -> int | None:
             f"round {round_} (the batch's first report's): one round per batch",
         )
     if round_ == info.discovery_round < _pem(info).levels:
-        check_round_columns(plans(info, round_ + 1)[round_], columns, info.campaign_id)
+        check_round_columns(_collecting_plan(info), columns, info.campaign_id)
     return round_
 
 
@@ -215,11 +221,6 @@ def discover_rounds(
     if n == 0:
         return None
     return _discover(info, columns, n, rounds, confidence=confidence)
-
-
-def record_info(record: CampaignRecord) -> wire.CampaignInfo:
-    """The campaign a stored record holds, round state included."""
-    return wire.campaign_from_proto(campaign_pb2.Campaign.FromString(record.params_blob))
 
 
 def rounds_note(info: wire.CampaignInfo) -> str:
