@@ -12,6 +12,11 @@ RMSE of the discovered values users hold, and the 95% intervals' coverage; avera
 Populations (simulations.string_populations): ``zipf`` = zipf-words:1.1,10000, ``hosts`` = url-hosts:100000.
 
     .venv/bin/python bench/bench_discovery_rounds.py --n 100000,1000000 --epsilon 2,4 --repeats 3
+    .venv/bin/python bench/bench_discovery_rounds.py --server-step --n 1000000 --epsilon 4,8
+
+``--server-step`` times the operator's round step on a real store (``Aggregator.next_round`` on SQLite,
+raw reports retained): each round's users submitted in batches of 10,000, then the step, which reads every
+raw report of the campaign and runs the closed rounds' discovery.
 """
 
 from __future__ import annotations
@@ -63,6 +68,49 @@ def in_rounds(params: PEMParams, words: tuple[str, ...], values: np.ndarray, rng
     return result, "".join(oracles)
 
 
+def server_step(n: int, eps: float, seed: int) -> None:
+    import asyncio
+    import tempfile
+
+    from ldp_aggregator.service import Aggregator, open_store
+    from ldp_client import wire
+
+    pop = parse_categorical_population(POPULATIONS["zipf"])
+    d = pop.support_size
+    words = tuple(pop.labels(d))
+    rng = np.random.default_rng(seed)
+    values = rng.choice(d, size=n, p=pop.probabilities(d))
+    params = PEMParams.from_epsilon(eps, max_length=max(len(w) for w in words), top_k=32, adaptive=True)
+    rounds = rng.integers(0, params.levels, size=n)
+    with tempfile.TemporaryDirectory() as tmp:
+        agg = Aggregator(open_store(str(Path(tmp) / "ldp.sqlite3")))
+        try:
+            agg.create_campaign(wire.campaign_to_proto(campaign_id="w", params=params))
+            steps = []
+            for r in range(params.levels):
+                info = wire.campaign_from_proto(agg.get_campaign("w"))
+                published = [k.kept for k in info.discovery_rounds]
+                plan = round_plan(params, r, published[r - 1] if r else ())
+                mine = values[rounds == r]
+                for j in range(0, len(mine), 10_000):
+                    cols = encode_round_batch(plan, mine[j : j + 10_000], words, rng)
+                    msg = wire.batch_to_proto(
+                        campaign_id="w", batch_id=f"{r}-{j}", params=params, columns=cols
+                    )
+                    asyncio.run(agg.submit_batch(msg))
+                start = time.perf_counter()
+                agg.next_round("w", r)
+                steps.append(time.perf_counter() - start)
+            print(
+                f"server step, n={n:,} eps={eps:g} G={params.levels}: per round "
+                + ", ".join(f"{x:.1f}" for x in steps)
+                + f" s; the last (every report read) {steps[-1]:.1f} s, all {sum(steps):.1f} s",
+                flush=True,
+            )
+        finally:
+            agg.store.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", default="100000")
@@ -71,7 +119,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--server-step", action="store_true", help="time Aggregator.next_round instead")
     args = ap.parse_args()
+    if args.server_step:
+        for n in (int(x) for x in args.n.split(",")):
+            for eps in (float(e) for e in args.epsilon.split(",")):
+                server_step(n, eps, args.seed)
+        return
     rows: list[dict[str, Any]] = []
     for pop_name in args.populations.split(","):
         pop = parse_categorical_population(POPULATIONS[pop_name])

@@ -46,7 +46,6 @@ __all__ = [
     "discover_rounds",
     "is_adaptive",
     "next_round_blob",
-    "plans",
     "rounds_note",
 ]
 
@@ -66,13 +65,6 @@ def _pem(info: wire.CampaignInfo) -> PEMParams:
             "an adaptive discovery campaign (pem with rounds=adaptive)",
         )
     return params
-
-
-def plans(info: wire.CampaignInfo, rounds: int) -> list[RoundPlan]:
-    """The plans of rounds 0..rounds-1 (each from the prefixes published after the round before)."""
-    params = _pem(info)
-    published = [tuple(Prefix(*p) for p in r.kept) for r in info.discovery_rounds]
-    return [round_plan(params, r, published[r - 1] if r else ()) for r in range(rounds)]
 
 
 @functools.lru_cache(maxsize=8)  # a plan holds up to 2**16 candidates: a few campaigns' worth
