@@ -15,6 +15,7 @@ from typing import Any
 from ldp_aggregator._proto.ldp.v1 import estimates_pb2
 from ldp_aggregator.accumulators import Accumulator, BitCountAccumulator
 from ldp_aggregator.discovery import DiscoveryResult, discover_columns, discovery_columns
+from ldp_aggregator.discovery_rounds import discover_rounds, is_adaptive
 from ldp_aggregator.estimators import FrequencyEstimate, _check_candidates, estimate_frequencies
 from ldp_aggregator.itemsets import mining_to_dict
 from ldp_aggregator.key_values import key_values_to_dict
@@ -292,7 +293,10 @@ def _discovery_estimate(
             "candidates", list(candidates)[:3], f"none for {params.name} (it discovers the values)"
         )
     discovery = None
-    if acc.n > 0 and reports is not None:
+    if acc.n > 0 and reports is not None and is_adaptive(params):
+        # Issue 16, rounds: the closed rounds only, each level keeping what it published.
+        discovery = discover_rounds(info, reports(), confidence=confidence)
+    elif acc.n > 0 and reports is not None:
         columns, n = discovery_columns(params, info.campaign_id, reports())
         if n > 0:
             discovery = discover_columns(params, columns, n, confidence=confidence)

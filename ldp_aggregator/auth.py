@@ -101,6 +101,7 @@ METHOD_ROLES: Final[Mapping[str, frozenset[Role]]] = {
     "/ldp.v1.Analyst/ExportCampaign": _READ,
     "/ldp.v1.Analyst/CreateCampaign": _MANAGE,
     "/ldp.v1.Analyst/CloseCampaign": _MANAGE,
+    "/ldp.v1.Analyst/NextRound": _MANAGE,
 }
 
 #: Analyst RPCs named ``Decode*`` or ``Estimate*`` (decoding and estimates: reads by nature, granted to

@@ -43,12 +43,14 @@ from ldp_aggregator.client_access import (
     read_client_access,
     rpc_error_message,
 )
+from ldp_aggregator.discovery_rounds import describe_round
 from ldp_aggregator.export import campaign_to_dict
 from ldp_aggregator.server import DEFAULT_LISTEN
 from ldp_aggregator.shuffle_view import shuffle_text
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import LdpError, StoreUnavailableError
+from ldp_client.mechanisms.pem import PEMParams
 
 if TYPE_CHECKING:
     from ldp_aggregator.store import CampaignStore
@@ -200,6 +202,8 @@ def _print_campaign(c: campaign_pb2.Campaign, *, as_json: bool = False) -> None:
     out.print(f"  epsilon per report: {c.epsilon:.6g}   longitudinal epsilon: {c.epsilon_inf:.6g}")
     if info.candidates:
         out.print(f"  candidates: {len(info.candidates)}")
+    if isinstance(info.params, PEMParams) and info.params.adaptive:  # issue 16: rounds
+        out.print(f"  rounds: {describe_round(info)}", markup=False)
     if info.shuffler is not None:  # issue 17
         out.print(
             f"  shuffler: batches of {info.shuffler.batch_reports:,} reports, delta {info.shuffler.delta:g}",

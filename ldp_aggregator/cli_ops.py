@@ -54,6 +54,7 @@ from ldp_aggregator.export import export_to_dict
 from ldp_aggregator.server import DEFAULT_DB, DEFAULT_LISTEN
 from ldp_aggregator.service import open_store
 from ldp_aggregator.store import StoreLockedError, add_token, list_tokens, purge_raw_file, revoke_token
+from ldp_client._proto.ldp.v1 import collector_pb2
 from ldp_client.errors import LdpError
 
 __all__ = [
@@ -269,6 +270,31 @@ def campaign_close(
     """Close a campaign (admin token): it accepts no more reports."""
     req = analyst_pb2.CloseCampaignRequest(campaign_id=campaign_id)
     _print_campaign(_rpc(_analyst(server).CloseCampaign, req), as_json=as_json)
+
+
+def campaign_next_round(
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id (an adaptive discovery campaign).")],
+    round_: Annotated[
+        int | None,
+        typer.Option(
+            "--round",
+            min=0,
+            help="The round to close; default the round collecting now (read first). Given, a repeated"
+            " command closes nothing twice.",
+            show_default=False,
+        ),
+    ] = None,
+    server: ServerOpt = DEFAULT_LISTEN,
+    as_json: JsonOpt = False,
+) -> None:
+    """Close the round an adaptive discovery campaign collects (admin token): run its discovery step and
+    publish the prefixes it kept as the next round's candidates; the last round closes the campaign."""
+    analyst = _analyst(server)
+    if round_ is None:
+        found = _rpc(analyst.GetCampaign, collector_pb2.GetCampaignRequest(campaign_id=campaign_id))
+        round_ = found.discovery_round
+    req = analyst_pb2.NextRoundRequest(campaign_id=campaign_id, round=round_)
+    _print_campaign(_rpc(analyst.NextRound, req), as_json=as_json)
 
 
 def campaign_export(

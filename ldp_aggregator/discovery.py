@@ -15,10 +15,11 @@ drawn from each device's secret, independently of its value). With c_hat_j the g
 the c_j users of the group holding a value, the population estimate is c_hat = (N / n_j) c_hat_j, unbiased
 for c, with
 
-    Var[c_hat] = (N / n_j)^2 Var[c_hat_j | c_j] + N^2 f (1 - f) / n_j,     f = c / N,
+    Var[c_hat] = (N / n_j)^2 Var[c_hat_j | c_j] + N^2 f (1 - f) (1/n_j - 1/N),     f = c / N,
 
-the second term being the sampling of the group (each user in it independently), f estimated by
-clip(c_hat / N, 0, 1). The interval is c_hat +- z SE (normal).
+the second term being the sampling of the group out of the N users it is a random part of (without
+replacement: the finite-population factor), f estimated by clip(c_hat / N, 0, 1). The interval is
+c_hat +- z SE (normal).
 
 Pooling. A candidate that already holds complete values (a short string whose prefix is whole) is also
 estimated by the groups of the earlier levels where it was complete (``spec.discovery_same_value``); their
@@ -91,6 +92,8 @@ class DiscoveryResult:
     top_k: int
     items: tuple[DiscoveredItem, ...]
     levels: tuple[DiscoveryLevel, ...]
+    kept: tuple[Hashable, ...] = ()
+    """The last level's kept candidates, in ``items``' order (what an adaptive round publishes)."""
 
     def item(self, label: str) -> DiscoveredItem:
         """The discovered value ``label``; raises KeyError if it was not discovered."""
@@ -112,7 +115,14 @@ def _spec(params: Any) -> MechanismSpec[Any]:
 
 
 def discover(
-    params: Any, support_of: SupportOf, n: int, *, confidence: float = 0.95, top_k: int | None = None
+    params: Any,
+    support_of: SupportOf,
+    n: int,
+    *,
+    confidence: float = 0.95,
+    top_k: int | None = None,
+    levels: int | None = None,
+    published: Sequence[Sequence[Hashable]] = (),
 ) -> DiscoveryResult:
     """Run the level loop (module docstring) with the supports ``support_of`` gives.
 
@@ -123,6 +133,10 @@ def discover(
         n: the number of reporting users N.
         confidence: two-sided level of the intervals.
         top_k: candidates kept per level; default the campaign's (``spec.discovery_top_k``). At most it.
+        levels: run only the first ``levels`` levels (an adaptive campaign's closed rounds); default all.
+        published: the candidates an adaptive campaign kept at its first levels, in order: those levels
+            keep them (the first ``top_k``) instead of choosing again, so the candidates of each later
+            level are the ones its devices were given (:mod:`ldp_aggregator.discovery_rounds`).
 
     Raises:
         NoReportsError: no reports, or a level without reports.
@@ -136,22 +150,26 @@ def discover(
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= limit:
         raise InvalidParameterError("top_k", top_k, f"an integer in [1, {limit}] (the campaign's top_k)")
     z = normal_quantile(confidence)
-    levels: list[DiscoveryLevel] = []
+    summary: list[DiscoveryLevel] = []
     kept: tuple[Hashable, ...] = ()
     est = se = np.zeros(0)
-    for level in range(spec.discovery_levels(params)):
+    for level in range(spec.discovery_levels(params) if levels is None else levels):
         candidates = spec.discovery_candidates(params, level, kept)
         support = support_of(level, candidates)
         n_j = support.n
         if n_j == 0:
             raise NoReportsError(0)
         counts, errors = _pooled(spec, params, support_of, level, candidates, support, n, confidence)
-        # Highest estimates first; a stable sort keeps candidate order among equal estimates.
-        order = np.argsort(-counts, kind="stable")[: min(k, len(candidates))]
+        if level < len(published):
+            position = {c: i for i, c in enumerate(candidates)}
+            order = np.array([position[c] for c in published[level][:k]], dtype=np.int64)
+        else:
+            # Highest estimates first; a stable sort keeps candidate order among equal estimates.
+            order = np.argsort(-counts, kind="stable")[: min(k, len(candidates))]
         kept = tuple(candidates[i] for i in order)
         est, se = counts[order], errors[order]
         threshold = float(est[-1]) if len(order) else -math.inf
-        levels.append(
+        summary.append(
             DiscoveryLevel(
                 level=level, reports=n_j, tested=len(candidates), kept=len(kept), threshold=threshold
             )
@@ -173,7 +191,8 @@ def discover(
         confidence=float(confidence),
         top_k=k,
         items=items,
-        levels=tuple(levels),
+        levels=tuple(summary),
+        kept=kept,
     )
 
 
@@ -190,15 +209,28 @@ def _pooled(
     """Population estimates and standard errors of a level's candidates, each pooled with the earlier
     levels whose candidate stands for the same values (``spec.discovery_same_value``; module docstring).
 
-    Group j's estimate c_hat_j = (N / n_j) (C - n_j q*)/(p* - q*) is unbiased for c, with variance
-    N^2 K(f) / n_j where K(f) = (q*(1 - q*) + f (p* - q*)(1 - p* - q*))/(p* - q*)^2 + f (1 - f): the same
-    K for every group, so the best unbiased combination weighs each group by its size n_j (weights that
-    do not depend on the reports keep it unbiased): c_hat = sum n_j c_hat_j / sum n_j, with variance
-    N^2 K(f) / sum n_j, f estimated by clip(c_hat / N, 0, 1).
+    Group j's estimate c_hat_j = (N / n_j) (C - n_j q*)/(p* - q*) is unbiased for c. Weighing each group
+    by its size n_j (weights that do not depend on the reports keep it unbiased; the best combination when
+    every group has the same oracle): c_hat = sum n_j c_hat_j / sum n_j = (N / n_S) sum c_hat'_j over the
+    pooled groups S, c_hat'_j the group's own unbiased count, n_S = sum n_j. Its error is the oracles'
+    noise, independent across groups, plus the sampling of the groups S out of the N users they
+    partition (a random split, independent of the values, so without replacement):
+
+        Var[c_hat] = N^2 sum_j n_j L_j(f) / n_S^2 + N^2 f (1 - f) (1/n_S - 1/N),
+        L_j(f) = (q_j (1 - q_j) + f (p_j - q_j)(1 - p_j - q_j)) / (p_j - q_j)^2,
+
+    f estimated by clip(c_hat / N, 0, 1). Each group has its own L_j (the rounds of an adaptive campaign
+    may answer with different oracles, :mod:`ldp_aggregator.discovery_rounds`). The finite-population
+    factor (1/n_S - 1/N) matters for a value pooled over many groups: pooled over all of them, its
+    sampling error is zero.
     """
     arrays = pure_oracle_arrays(support.counts, support.n, support.p_star, support.q_star, confidence)
     weight = np.full(len(candidates), float(support.n))
     total = arrays.count * (n / support.n) * support.n
+    # (candidate indexes, n_j, p*, q*) of every group pooled: an adaptive campaign's rounds may use
+    # different oracles (ldp_aggregator.discovery_rounds), so each group's K(f) is its own.
+    every = np.arange(len(candidates))
+    parts: list[tuple[Any, float, Any, Any]] = [(every, float(support.n), support.p_star, support.q_star)]
     earlier: dict[int, list[tuple[int, Hashable]]] = {}
     for i, cand in enumerate(candidates):
         for lv, same in spec.discovery_same_value(params, level, cand):
@@ -211,11 +243,19 @@ def _pooled(
         idx = np.array([i for i, _ in pairs], dtype=np.int64)
         np.add.at(total, idx, arr.count * (n / sup.n) * sup.n)
         np.add.at(weight, idx, float(sup.n))
+        parts.append((idx, float(sup.n), sup.p_star, sup.q_star))
     counts = total / weight
-    p, q = np.asarray(support.p_star, dtype=np.float64), np.asarray(support.q_star, dtype=np.float64)
     f = np.clip(counts / n, 0.0, 1.0)
-    k_of_f = (q * (1 - q) + f * (p - q) * (1 - p - q)) / (p - q) ** 2 + f * (1 - f)
-    return counts, np.sqrt(n * n * k_of_f / weight)
+    # The oracles' noise, independent across groups: N^2 sum_j n_j L_j(f) / (sum n_j)^2.
+    spread = np.zeros(len(candidates))
+    for idx, n_j, p_j, q_j in parts:
+        p, q = np.asarray(p_j, dtype=np.float64), np.asarray(q_j, dtype=np.float64)
+        f_j = f[idx]
+        np.add.at(spread, idx, n_j * (q * (1 - q) + f_j * (p - q) * (1 - p - q)) / (p - q) ** 2)
+    # The sampling of the pooled groups out of the N users they partition (finite population):
+    # N^2 f (1 - f) (1 / sum n_j - 1 / N); zero when the pooled groups hold every user.
+    sampling = np.clip(1.0 / weight - 1.0 / n, 0.0, None) * f * (1 - f)
+    return counts, n * np.sqrt(spread / weight**2 + sampling)
 
 
 def discover_columns(

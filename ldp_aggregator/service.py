@@ -28,6 +28,13 @@ from ldp_aggregator.accumulators import (
 from ldp_aggregator.analysis import CampaignEstimate, estimate_campaign, estimate_to_proto
 from ldp_aggregator.association import ReportsUnavailableError
 from ldp_aggregator.auth import PermissionDeniedError, UnauthenticatedError
+from ldp_aggregator.discovery_rounds import (
+    RoundWithoutReportsError,
+    batch_round,
+    is_adaptive,
+    next_round_blob,
+    rounds_note,
+)
 from ldp_aggregator.logs import log_event
 from ldp_aggregator.ratelimit import DEFAULT_MAX_ACCUMULATOR_BYTES, ResourceLimitError
 from ldp_aggregator.store import (
@@ -53,6 +60,7 @@ from ldp_client.errors import (
     InvalidParameterError,
     InvalidReportError,
     LdpError,
+    RoundNotOpenError,
     StoreUnavailableError,
     shown,
 )
@@ -81,6 +89,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (CampaignNotFoundError, grpc.StatusCode.NOT_FOUND),
     (CampaignExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (CampaignClosedError, grpc.StatusCode.FAILED_PRECONDITION),
+    (RoundNotOpenError, grpc.StatusCode.FAILED_PRECONDITION),  # issue 16: a closed (or later) round
+    (RoundWithoutReportsError, grpc.StatusCode.FAILED_PRECONDITION),  # issue 16: nothing to publish
     (BudgetExceededError, grpc.StatusCode.FAILED_PRECONDITION),
     (StoreUnavailableError, grpc.StatusCode.UNAVAILABLE),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
@@ -147,6 +157,8 @@ def info_from_record(record: CampaignRecord) -> wire.CampaignInfo:
         created_unix_ms=record.created_unix_ms,
         closed=record.closed,
         shuffler=info.shuffler,
+        discovery_round=info.discovery_round,
+        discovery_rounds=info.discovery_rounds,
     )
 
 
@@ -215,7 +227,10 @@ NEEDS_CANDIDATES = (
 
 
 def estimate_note(info: wire.CampaignInfo, candidates: Sequence[str]) -> str:
-    """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or ""."""
+    """``EstimateResponse.note``: why ``items`` is empty when the mechanism would estimate items, or what
+    they are in an adaptive discovery campaign whose rounds are not all closed; else ""."""
+    if is_adaptive(info.params):
+        return rounds_note(info)
     spec = registry.spec_for(info.params)
     if not spec.item_table(info.params):  # issue 18: a marginal campaign without the full attribute set
         return (
@@ -326,6 +341,33 @@ class Aggregator:
         log_event(log, "campaign_closed", campaign=campaign_id)
         return self.get_campaign(campaign_id)
 
+    def next_round(self, campaign_id: str, round_: int) -> campaign_pb2.Campaign:
+        """Close round ``round_`` of an adaptive discovery campaign, publish what it kept as the next
+        round's candidates (the last round closes the campaign); returns the campaign as stored. Blocks
+        while the round's reports are read and its discovery step runs (``discovery_rounds``).
+
+        Raises:
+            CampaignNotFoundError, CampaignClosedError: no such campaign, or closed.
+            InvalidParameterError: not an adaptive discovery campaign.
+            RoundNotOpenError: ``round_`` is not the round collecting (nothing changed).
+            RoundWithoutReportsError: the round has no reports (nothing changed).
+        """
+        info = self._campaign(campaign_id).info
+        if not is_adaptive(info.params):
+            raise InvalidParameterError(
+                "campaign_id",
+                campaign_id,
+                f"an adaptive discovery campaign (this one is {info.params.name} in one round)",
+            )
+        record = self.store.advance_round(
+            campaign_id,
+            round_,
+            lambda rec, payloads: next_round_blob(info_from_record(rec), round_, payloads),
+        )
+        new = info_from_record(record)
+        log_event(log, "discovery_round_closed", campaign=campaign_id, round=round_, closed=record.closed)
+        return self.campaign_message(new)
+
     def export_campaign(
         self, campaign_id: str, *, candidates: Sequence[str] = (), confidence: float = 0.95
     ) -> analyst_pb2.ExportCampaignResponse:
@@ -351,11 +393,17 @@ class Aggregator:
         )
 
     async def _commit(
-        self, campaign_id: str, batch_id: str, n: int, delta: BatchDelta, payload: bytes | None
+        self,
+        campaign_id: str,
+        batch_id: str,
+        n: int,
+        delta: BatchDelta,
+        payload: bytes | None,
+        round_: int | None = None,
     ) -> SubmitOutcome:
         """Hand a validated batch to the store's group commit; returns once committed (and counts it)."""
         start = time.perf_counter()
-        outcome = await self.store.submit_async(campaign_id, batch_id, n, delta, payload)
+        outcome = await self.store.submit_async(campaign_id, batch_id, n, delta, payload, round_=round_)
         if self.metrics is not None:
             self.metrics.observe_commit(
                 n_reports=outcome.accepted, duplicate=outcome.duplicate, seconds=time.perf_counter() - start
@@ -375,6 +423,8 @@ class Aggregator:
             created_unix_ms=info.created_unix_ms,
             closed=info.closed,
             shuffler=info.shuffler,
+            discovery_round=info.discovery_round,
+            discovery_rounds=info.discovery_rounds,
         )
 
     def list_campaigns(self) -> list[campaign_pb2.Campaign]:
@@ -382,37 +432,43 @@ class Aggregator:
 
     def _prepare(
         self, campaign_id: str, decode: Callable[[wire.CampaignInfo], Any]
-    ) -> tuple[BatchDelta, int]:
+    ) -> tuple[BatchDelta, int, int | None]:
         campaign = self._campaign(campaign_id)
         # A closed campaign is refused by the store, after its duplicate check: a retry of a batch stored
         # before the close still answers "duplicate" (the client learns it was counted), anything new gets
         # CampaignClosedError (FAILED_PRECONDITION).
-        delta = batch_delta(campaign.info.params, decode(campaign.info))
-        return delta, delta.n
+        columns = decode(campaign.info)
+        round_ = None
+        if is_adaptive(campaign.info.params) and not campaign.info.closed:
+            # Issue 16: the round the batch answers (its reports checked against that round's oracle); the
+            # store refuses it in the commit unless that round is collecting then, after its duplicate check.
+            round_ = batch_round(campaign.info, columns)
+        delta = batch_delta(campaign.info.params, columns)
+        return delta, delta.n, round_
 
     async def submit_batch(self, msg: reports_pb2.ReportBatch, raw: bytes | None = None) -> SubmitOutcome:
         """Validate, decode and durably add one batch; returns after its transaction committed."""
-        delta, n = self._prepare(
+        delta, n, round_ = self._prepare(
             msg.campaign_id,
             lambda info: wire.batch_from_proto(msg, info.params, campaign_id=info.campaign_id),
         )
         payload = None
         if self.store.retain_raw:
             payload = raw if raw is not None else msg.SerializeToString()
-        return await self._commit(msg.campaign_id, msg.batch_id, n, delta, payload)
+        return await self._commit(msg.campaign_id, msg.batch_id, n, delta, payload, round_)
 
     async def submit_report(self, msg: reports_pb2.Report) -> SubmitOutcome:
         """One device report, idempotent by its ``report_id`` (stored as a batch of one)."""
         if not msg.report_id:
             raise InvalidReportError("report_id", msg.report_id, "a non-empty client-chosen id")
-        delta, n = self._prepare(
+        delta, n, round_ = self._prepare(
             msg.campaign_id,
             lambda info: wire.report_from_proto(msg, info.params, campaign_id=info.campaign_id),
         )
         payload = msg.SerializeToString() if self.store.retain_raw else None
         # Report ids and batch ids share one namespace per campaign (the wire contract): a report is
         # stored under its own id, like a batch of one.
-        return await self._commit(msg.campaign_id, msg.report_id, n, delta, payload)
+        return await self._commit(msg.campaign_id, msg.report_id, n, delta, payload, round_)
 
     def decode_rappor(
         self,
@@ -686,6 +742,15 @@ class AnalystServicer(analyst_pb2_grpc.AnalystServicer):
         async def work() -> campaign_pb2.Campaign:
             # Waits for the store's writer (a durable commit): off the event loop.
             return await asyncio.to_thread(self._agg.close_campaign, request.campaign_id)
+
+        return await _call(context, work())
+
+    async def NextRound(  # noqa: N802
+        self, request: analyst_pb2.NextRoundRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> campaign_pb2.Campaign:
+        async def work() -> campaign_pb2.Campaign:
+            # Reads the round's reports and commits durably: off the event loop.
+            return await asyncio.to_thread(self._agg.next_round, request.campaign_id, request.round)
 
         return await _call(context, work())
 

@@ -26,6 +26,7 @@ __all__ = [
     "InvalidReportError",
     "LdpError",
     "PrivacyQuantizationWarning",
+    "RoundNotOpenError",
     "StateFileError",
     "StoreUnavailableError",
     "shown",
@@ -110,6 +111,29 @@ class CampaignClosedError(LdpError):
     def __init__(self, campaign_id: str) -> None:
         self.campaign_id = campaign_id
         super().__init__(f"campaign_id={shown(campaign_id)} is closed and accepts no more reports")
+
+
+class RoundNotOpenError(LdpError):
+    """Issue 16, adaptive discovery: a report (or a device) for a round the campaign is not collecting now.
+
+    A closed round's reports are refused and counted nowhere; a later round's wait until it opens.
+    """
+
+    def __init__(self, campaign_id: str, round_: int, current: int, levels: int | None = None) -> None:
+        self.campaign_id = campaign_id
+        self.round = round_
+        self.current = current
+        if levels is not None and current >= levels:
+            now = f"every one of its {levels} rounds is closed"
+        elif levels is not None:
+            now = f"it collects round {current} of rounds 0..{levels - 1} now"
+        else:
+            now = f"it collects round {current} now"
+        state = "is closed" if round_ < current else "is not open yet"
+        super().__init__(
+            f"round {round_} of campaign_id={shown(campaign_id)} {state} ({now}): a report for it is"
+            " refused and counted nowhere"
+        )
 
 
 class CampaignMismatchError(LdpError):

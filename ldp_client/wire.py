@@ -67,6 +67,7 @@ __all__ = [
     "BatchColumns",
     "CampaignInfo",
     "ColumnsLike",
+    "DiscoveryRoundInfo",
     "ParamsMessage",
     "RapporReportLike",
     "batch_field",
@@ -245,6 +246,67 @@ def check_f_zero_opt_in(campaign: campaign_pb2.Campaign) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DiscoveryRoundInfo:
+    """One closed round of an adaptive discovery campaign (``Campaign.discovery_rounds``, issue 16).
+
+    ``kept`` holds the published prefixes as (length, bits) pairs, highest estimate first."""
+
+    round: int
+    reports: int
+    tested: int
+    threshold: float
+    kept: tuple[tuple[int, int], ...]
+
+    def to_proto(self) -> campaign_pb2.DiscoveryRound:
+        return campaign_pb2.DiscoveryRound(
+            round=self.round,
+            reports=self.reports,
+            tested=self.tested,
+            threshold=self.threshold,
+            kept=[
+                campaign_pb2.DiscoveryPrefix(length=n, bits=b.to_bytes((b.bit_length() + 7) >> 3, "big"))
+                for n, b in self.kept
+            ],
+        )
+
+    @classmethod
+    def from_proto(cls, msg: campaign_pb2.DiscoveryRound) -> DiscoveryRoundInfo:
+        return cls(
+            round=msg.round,
+            reports=msg.reports,
+            tested=msg.tested,
+            threshold=msg.threshold,
+            kept=tuple((p.length, int.from_bytes(p.bits, "big")) for p in msg.kept),
+        )
+
+
+def _check_rounds(info: CampaignInfo) -> None:
+    """An adaptive discovery campaign's round state: round r after r closed rounds numbered 0..r-1, each
+    keeping at least one prefix; nothing for any other campaign."""
+    rounds = info.discovery_rounds
+    if not getattr(info.params, "adaptive", False):
+        if info.discovery_round or rounds:
+            raise InvalidParameterError(
+                "discovery_round",
+                info.discovery_round,
+                "0 and no discovery_rounds (not an adaptive campaign)",
+            )
+        return
+    levels = registry.spec_for(info.params).discovery_levels(info.params)
+    if not 0 <= info.discovery_round <= levels or len(rounds) != info.discovery_round:
+        raise InvalidParameterError(
+            "discovery_round",
+            info.discovery_round,
+            f"a round in [0, {levels}] after as many closed discovery_rounds (got {len(rounds)})",
+        )
+    for i, r in enumerate(rounds):
+        if not isinstance(r, DiscoveryRoundInfo) or r.round != i or not r.kept:
+            raise InvalidParameterError(
+                f"discovery_rounds[{i}]", r, f"round {i} with the prefixes it kept (at least one)"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CampaignInfo:
     """A campaign as the analyst defines it: what :func:`campaign_from_proto` validates and returns.
 
@@ -260,6 +322,10 @@ class CampaignInfo:
     closed: bool = False
     shuffler: ShufflerDeclaration | None = None
     """Issue 17: the shuffler the deployment routes reports through (``Campaign.shuffler``), or None."""
+    discovery_round: int = 0
+    """Issue 16, adaptive discovery campaigns: the round collecting now (``Campaign.discovery_round``)."""
+    discovery_rounds: tuple[DiscoveryRoundInfo, ...] = ()
+    """Issue 16, adaptive discovery campaigns: the closed rounds (``Campaign.discovery_rounds``)."""
 
     def __post_init__(self) -> None:
         _check_id("campaign_id", self.campaign_id, InvalidParameterError)
@@ -284,6 +350,8 @@ class CampaignInfo:
                 "no shuffler for an (epsilon, delta)-LDP mechanism: amplification is computed for pure"
                 " epsilon-LDP reports only",
             )
+        object.__setattr__(self, "discovery_rounds", tuple(self.discovery_rounds))
+        _check_rounds(self)
 
 
 def _check_candidates(candidates: Iterable[str]) -> tuple[str, ...]:
@@ -309,6 +377,8 @@ def campaign_to_proto(
     created_unix_ms: int = 0,
     closed: bool = False,
     shuffler: ShufflerDeclaration | None = None,
+    discovery_round: int = 0,
+    discovery_rounds: Iterable[DiscoveryRoundInfo] = (),
 ) -> campaign_pb2.Campaign:
     """A ``Campaign`` message, with ``epsilon`` and ``epsilon_inf`` filled from ``params``."""
     info = CampaignInfo(
@@ -319,6 +389,8 @@ def campaign_to_proto(
         created_unix_ms=created_unix_ms,
         closed=closed,
         shuffler=shuffler,
+        discovery_round=discovery_round,
+        discovery_rounds=tuple(discovery_rounds),
     )
     msg = campaign_pb2.Campaign(
         id=info.campaign_id,
@@ -333,6 +405,9 @@ def campaign_to_proto(
         msg.shuffler.batch_reports = info.shuffler.batch_reports
         msg.shuffler.delta = info.shuffler.delta
     set_params(msg, info.params)
+    if info.discovery_round:  # unset otherwise: every other campaign keeps its bytes
+        msg.discovery_round = info.discovery_round
+        msg.discovery_rounds.extend(r.to_proto() for r in info.discovery_rounds)
     return msg
 
 
@@ -355,6 +430,8 @@ def campaign_from_proto(msg: campaign_pb2.Campaign) -> CampaignInfo:
         created_unix_ms=msg.created_unix_ms,
         closed=msg.closed,
         shuffler=shuffler,
+        discovery_round=msg.discovery_round,
+        discovery_rounds=tuple(DiscoveryRoundInfo.from_proto(r) for r in msg.discovery_rounds),
     )
 
 

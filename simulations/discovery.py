@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from ldp_aggregator.discovery import DiscoveredItem, DiscoveryLevel, DiscoveryResult, discover_columns
+from ldp_aggregator.discovery_rounds import is_adaptive
 from ldp_client import registry
 from ldp_client.errors import DomainError, InvalidParameterError
+from simulations.discovery_rounds import simulate_rounds
 from simulations.populations import parse_categorical_population
 from simulations.runners.config import SimulationConfig, SimulationError
 from simulations.runners.prepare import _build_params, _default_domain
@@ -119,7 +121,9 @@ def simulate_discovery(config: SimulationConfig) -> DiscoverySimResult:
             raise InvalidParameterError("population", f"value {label[:24]!r}", exc.allowed) from exc
     rng = np.random.default_rng(np.random.SeedSequence(config.seed))
     start = time.perf_counter()
-    if config.mode == "grpc":
+    if is_adaptive(params):  # issue 16: the rounds, one after the other
+        result, counts = simulate_rounds(config, params, population, labels, d, rng)
+    elif config.mode == "grpc":
         result, counts = _run_grpc(config, params, population, labels, d, rng)
     else:
         counts = np.zeros(d, dtype=np.int64)

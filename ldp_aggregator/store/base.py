@@ -20,7 +20,7 @@ The accumulators the reads return are shared objects: callers treat them as read
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Final, Protocol, Self
 
@@ -33,7 +33,10 @@ from ldp_aggregator.store.records import (
     TokenRecord,
 )
 
-__all__ = ["POSTGRES_SCHEMES", "CampaignStore", "is_postgres_url"]
+__all__ = ["POSTGRES_SCHEMES", "CampaignStore", "RoundStep", "is_postgres_url"]
+
+#: ``step(record, raw_payloads) -> (params_blob, closed)``: what :meth:`CampaignStore.advance_round` stores.
+RoundStep = Callable[[CampaignRecord, Iterator[bytes]], tuple[bytes, bool]]
 
 #: URL schemes of a PostgreSQL connection string (libpq accepts both).
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
@@ -84,6 +87,17 @@ class CampaignStore(Protocol):
         """Close a campaign durably (idempotent). Raises CampaignNotFoundError, StoreUnavailableError."""
         ...
 
+    def advance_round(self, campaign_id: str, round_: int, step: RoundStep) -> CampaignRecord:
+        """Close round ``round_`` of an adaptive discovery campaign and publish the next (issue 16).
+
+        In one exclusive section against every commit of the campaign (on every replica): check that the
+        campaign is open and collecting ``round_`` (else RoundNotOpenError or CampaignClosedError), call
+        ``step(record, raw_payloads)`` with the campaign's retained raw payloads, then store the
+        ``(params_blob, closed)`` it returns. A batch for ``round_`` commits before the section or is
+        refused after it; if ``step`` raises, nothing changes. Returns the new record.
+        """
+        ...
+
     def accumulator(self, campaign_id: str) -> Accumulator:
         """The campaign's committed accumulator (read-only). Raises CampaignNotFoundError."""
         ...
@@ -126,8 +140,13 @@ class CampaignStore(Protocol):
         n_reports: int,
         delta: BatchDelta,
         raw_payload: bytes | None = None,
+        *,
+        round_: int | None = None,
     ) -> Future[SubmitOutcome]:
-        """Queue one batch for group commit; the future resolves only after its transaction committed."""
+        """Queue one batch for group commit; the future resolves only after its transaction committed.
+
+        ``round_`` (adaptive discovery, issue 16): refused with RoundNotOpenError unless it is the
+        campaign's round when the transaction runs (:func:`campaign_round`)."""
         ...
 
     async def submit_async(
@@ -137,6 +156,8 @@ class CampaignStore(Protocol):
         n_reports: int,
         delta: BatchDelta,
         raw_payload: bytes | None = None,
+        *,
+        round_: int | None = None,
     ) -> SubmitOutcome:
         """:meth:`submit` for asyncio code: returns once the batch is committed."""
         ...

@@ -15,14 +15,16 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final, Self
+from typing import Any, Final, Self
 
 from ldp_aggregator.store.answers import DEFAULT_COMMIT_WINDOW_S
+from ldp_aggregator.store.base import RoundStep
 from ldp_aggregator.store.files import DIR_MODE
 from ldp_aggregator.store.records import (
     Accumulator,
     CampaignRecord,
     TokenRecord,
+    campaign_round,
     check_id,
     now_unix_ms,
 )
@@ -39,9 +41,11 @@ from ldp_aggregator.store.schema import (
 from ldp_aggregator.store.tokens import read_auth_required, select_tokens
 from ldp_aggregator.store.writer import GroupCommitWriter
 from ldp_client.errors import (
+    CampaignClosedError,
     CampaignExistsError,
     CampaignNotFoundError,
     InvalidParameterError,
+    RoundNotOpenError,
     StoreUnavailableError,
     shown,
 )
@@ -313,6 +317,48 @@ class Store(GroupCommitWriter):
                 self._campaigns[campaign_id] = dataclasses.replace(record, closed=True)
 
         self._run_in_writer(close)
+
+    def advance_round(self, campaign_id: str, round_: int, step: RoundStep) -> CampaignRecord:
+        """Close round ``round_`` of an adaptive discovery campaign and store what ``step`` publishes
+        (:meth:`ldp_aggregator.store.base.CampaignStore.advance_round`).
+
+        Runs on the writer thread, after every batch queued before it and before any queued after it, so
+        no batch of the round can commit once ``step`` has read the reports.
+
+        Raises:
+            CampaignNotFoundError, CampaignClosedError, RoundNotOpenError: nothing changed.
+            StoreUnavailableError: The commit failed or the store is closed.
+        """
+        check_id("campaign_id", campaign_id)
+
+        def advance(conn: sqlite3.Connection) -> CampaignRecord:
+            record = self._campaigns.get(campaign_id)
+            if record is None:
+                raise CampaignNotFoundError(campaign_id)
+            if record.closed:
+                raise CampaignClosedError(campaign_id)
+            current = campaign_round(record)
+            if current != round_:
+                raise RoundNotOpenError(campaign_id, round_, current)
+            sql = "SELECT payload FROM raw_reports WHERE campaign_id = ? ORDER BY position"
+            rows: Iterator[Any] = conn.execute(sql, (campaign_id,)) if self._retain_raw else iter(())
+            payloads = (bytes(row[0]) for row in rows)
+            blob, closed = step(record, payloads)
+            self._transaction(
+                conn,
+                lambda: conn.execute(
+                    "UPDATE campaigns SET params = ?, closed = ? WHERE id = ?",
+                    (blob, int(closed), campaign_id),
+                ),
+                what=f"advance the round of campaign {shown(campaign_id)}",
+            )
+            new = dataclasses.replace(record, params_blob=blob, closed=closed)
+            with self._state_lock:
+                self._campaigns[campaign_id] = new
+            return new
+
+        result: CampaignRecord = self._run_in_writer(advance)
+        return result
 
     # ------------------------------------------------------------------ reads
 

@@ -39,12 +39,19 @@ _T = TypeVar("_T")
 class Submission:
     """One queued batch: what it adds, and the future its caller is answered through after COMMIT."""
 
-    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload", "waiter")
+    __slots__ = ("batch_id", "campaign_id", "delta", "future", "n_reports", "raw_payload", "round", "waiter")
 
     def __init__(
-        self, campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw_payload: bytes | None
+        self,
+        campaign_id: str,
+        batch_id: str,
+        n_reports: int,
+        delta: BatchDelta,
+        raw_payload: bytes | None,
+        round_: int | None = None,
     ) -> None:
         self.campaign_id = campaign_id
+        self.round = round_  # adaptive discovery: the round the batch answers (checked in the commit)
         self.batch_id = batch_id
         self.n_reports = n_reports
         self.delta = delta
@@ -119,6 +126,8 @@ class GroupCommitQueue(abc.ABC):
         n_reports: int,
         delta: BatchDelta,
         raw_payload: bytes | None = None,
+        *,
+        round_: int | None = None,
     ) -> Future[SubmitOutcome]:
         """Queue one batch; the future resolves only after the transaction holding it has committed.
 
@@ -130,6 +139,9 @@ class GroupCommitQueue(abc.ABC):
             delta: What the batch adds (built by the caller from the validated batch): its accumulator, or
                 an increment the campaign's accumulator accepts in ``+`` (:class:`BatchDelta`).
             raw_payload: Serialized batch to retain when retention is on (ignored otherwise).
+            round_: Adaptive discovery campaigns (issue 16): the round every report of the batch answers;
+                the commit refuses it with RoundNotOpenError unless it is the campaign's round then
+                (``campaign_round``), in the transaction that would store it. None: no round check.
 
         Returns:
             A future of SubmitOutcome. It fails with CampaignNotFoundError, CampaignClosedError (new batch
@@ -141,7 +153,7 @@ class GroupCommitQueue(abc.ABC):
             InvalidParameterError: Malformed ids.
             InvalidReportError: ``n_reports`` is negative or differs from ``delta.n``.
         """
-        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload, round_)
         self._enqueue((sub,))
         return sub.future
 
@@ -152,6 +164,8 @@ class GroupCommitQueue(abc.ABC):
         n_reports: int,
         delta: BatchDelta,
         raw_payload: bytes | None = None,
+        *,
+        round_: int | None = None,
     ) -> SubmitOutcome:
         """:meth:`submit` for asyncio code (grpc.aio servicers): returns once the batch is committed.
 
@@ -159,7 +173,7 @@ class GroupCommitQueue(abc.ABC):
         after their COMMIT (:mod:`ldp_aggregator.store.answers`): a loop's many concurrent single reports
         cost one writer wake-up and one loop wake-up per group, not per report.
         """
-        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        sub = self._submission(campaign_id, batch_id, n_reports, delta, raw_payload, round_)
         return await self._loop_submissions.wait(sub)
 
     def stats(self) -> StoreStats:
@@ -179,7 +193,12 @@ class GroupCommitQueue(abc.ABC):
 
     @staticmethod
     def _submission(
-        campaign_id: str, batch_id: str, n_reports: int, delta: BatchDelta, raw_payload: bytes | None
+        campaign_id: str,
+        batch_id: str,
+        n_reports: int,
+        delta: BatchDelta,
+        raw_payload: bytes | None,
+        round_: int | None = None,
     ) -> Submission:
         """A checked submission (raises for malformed ids and counts; see :meth:`submit`)."""
         check_id("campaign_id", campaign_id)
@@ -190,7 +209,9 @@ class GroupCommitQueue(abc.ABC):
             raise InvalidReportError("n_reports", n_reports, f"the batch accumulator's n={delta.n}")
         if raw_payload is not None and not isinstance(raw_payload, bytes):
             raw_payload = bytes(raw_payload)
-        return Submission(campaign_id, batch_id, n_reports, delta, raw_payload)
+        if round_ is not None and (isinstance(round_, bool) or not isinstance(round_, int) or round_ < 0):
+            raise InvalidReportError("round", round_, "an integer >= 0 or None")
+        return Submission(campaign_id, batch_id, n_reports, delta, raw_payload, round_)
 
     def _enqueue(self, subs: Sequence[Submission]) -> None:
         """Queue submissions for the writer with one wake-up, or fail them at once (closed, queue full)."""

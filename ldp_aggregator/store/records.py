@@ -6,12 +6,16 @@ Also the two small protocols the store needs from the caller's aggregates (:clas
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, Self
 
+from google.protobuf.message import DecodeError
+
+from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.errors import InvalidParameterError, LdpError, StoreUnavailableError
 
 # The store's modules log under the package's name.
@@ -27,6 +31,7 @@ __all__ = [
     "StoreStats",
     "SubmitOutcome",
     "TokenRecord",
+    "campaign_round",
     "check_id",
     "now_unix_ms",
 ]
@@ -75,6 +80,20 @@ class BatchDelta(Protocol):
     def n(self) -> int:
         """Number of reports in the batch."""
         ...
+
+
+def campaign_round(record: CampaignRecord) -> int:
+    """The round an adaptive discovery campaign collects now (``Campaign.discovery_round`` of the stored
+    message, issue 16); 0 for every other campaign. Parsed once per stored blob."""
+    return _round_of_blob(record.params_blob)
+
+
+@functools.lru_cache(maxsize=1024)
+def _round_of_blob(blob: bytes) -> int:
+    try:
+        return int(campaign_pb2.Campaign.FromString(blob).discovery_round)
+    except DecodeError:  # not a Campaign message (stores are opaque to their blob): no round
+        return 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,9 +30,15 @@ from typing import Any, TypeVar
 
 from ldp_aggregator.store.files import StoreFiles
 from ldp_aggregator.store.queue import GroupCommitQueue, Submission
-from ldp_aggregator.store.records import Accumulator, CampaignRecord, SubmitOutcome
+from ldp_aggregator.store.records import Accumulator, CampaignRecord, SubmitOutcome, campaign_round
 from ldp_aggregator.store.schema import IN_LIST_CHUNK
-from ldp_client.errors import CampaignClosedError, CampaignNotFoundError, StoreUnavailableError, shown
+from ldp_client.errors import (
+    CampaignClosedError,
+    CampaignNotFoundError,
+    RoundNotOpenError,
+    StoreUnavailableError,
+    shown,
+)
 
 __all__ = ["GroupCommitWriter"]
 
@@ -162,6 +168,10 @@ class GroupCommitWriter(StoreFiles, GroupCommitQueue):
                 cid = s.campaign_id
                 if self._campaigns[cid].closed:
                     outcomes.append((s, CampaignClosedError(cid)))
+                    continue
+                if s.round is not None and s.round != (open_round := campaign_round(self._campaigns[cid])):
+                    # Issue 16: a report of a round closed (or not yet open) is counted nowhere.
+                    outcomes.append((s, RoundNotOpenError(cid, s.round, open_round)))
                     continue
                 try:
                     # The first batch of a group makes a new object (committed state stays untouched

@@ -23,10 +23,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from ldp_aggregator.store.answers import DEFAULT_COMMIT_WINDOW_S
+from ldp_aggregator.store.base import RoundStep
 from ldp_aggregator.store.records import (
     Accumulator,
     CampaignRecord,
     TokenRecord,
+    campaign_round,
     check_id,
     now_unix_ms,
 )
@@ -40,9 +42,11 @@ from ldp_aggregator.store_pg.writer import (
     record_from_row,
 )
 from ldp_client.errors import (
+    CampaignClosedError,
     CampaignExistsError,
     CampaignNotFoundError,
     InvalidParameterError,
+    RoundNotOpenError,
     StoreUnavailableError,
     shown,
 )
@@ -275,6 +279,54 @@ class PostgresStore(ShardWriter):
         if row is None:
             raise CampaignNotFoundError(campaign_id)
         self._remember(record_from_row(row))
+
+    def advance_round(self, campaign_id: str, round_: int, step: RoundStep) -> CampaignRecord:
+        """Close round ``round_`` of an adaptive discovery campaign and store what ``step`` publishes, for
+        every replica (:meth:`ldp_aggregator.store.base.CampaignStore.advance_round`).
+
+        One transaction holding the campaign's row ``FOR UPDATE``: commits of its batches (which hold the
+        row ``FOR SHARE``) wait for it, and it waits for them, so ``step`` reads every batch of the round
+        and no batch of the round commits after it. A second NextRound waits, then finds the new round.
+
+        Raises:
+            CampaignNotFoundError, CampaignClosedError, RoundNotOpenError: nothing changed.
+            StoreUnavailableError: The database cannot be written now, or the store is read-only.
+        """
+        check_id("campaign_id", campaign_id)
+        self._check_writable()
+
+        def advance(conn: psycopg.Connection) -> tuple[Any, ...]:
+            with conn.transaction():
+                row = conn.execute(
+                    f"SELECT {CAMPAIGN_COLUMNS} FROM ldp_campaigns WHERE id = %s FOR UPDATE", (campaign_id,)
+                ).fetchone()
+                if row is None:
+                    raise CampaignNotFoundError(campaign_id)
+                record = record_from_row(row)
+                if record.closed:
+                    raise CampaignClosedError(campaign_id)
+                current = campaign_round(record)
+                if current != round_:
+                    raise RoundNotOpenError(campaign_id, round_, current)
+                payloads = (
+                    bytes(r[0])
+                    for r in conn.execute(
+                        "SELECT payload FROM ldp_raw_reports WHERE campaign_id = %s ORDER BY seq",
+                        (campaign_id,),
+                    )
+                )
+                blob, closed = step(record, payloads)
+                new = conn.execute(
+                    "UPDATE ldp_campaigns SET params = %s, closed = %s WHERE id = %s"
+                    f" RETURNING {CAMPAIGN_COLUMNS}",
+                    (blob, closed, campaign_id),
+                ).fetchone()
+                assert new is not None  # the row is locked FOR UPDATE
+                return tuple(new)
+
+        return self._remember(
+            record_from_row(self._pool.run(f"advance the round of {shown(campaign_id)}", advance))
+        )
 
     def _remember(self, record: CampaignRecord) -> CampaignRecord:
         with self._state_lock:

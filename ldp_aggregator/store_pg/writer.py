@@ -41,6 +41,7 @@ from ldp_aggregator.store.records import (
     Accumulator,
     CampaignRecord,
     SubmitOutcome,
+    campaign_round,
 )
 from ldp_aggregator.store_pg.conninfo import connect, describe_error
 from ldp_aggregator.store_pg.pool import discard
@@ -48,6 +49,7 @@ from ldp_client.errors import (
     CampaignClosedError,
     CampaignNotFoundError,
     InvalidParameterError,
+    RoundNotOpenError,
     StoreUnavailableError,
     shown,
 )
@@ -247,6 +249,9 @@ class ShardWriter(GroupCommitQueue):
             first: dict[tuple[str, str], int] = {}  # the first submission of each key in the group
             closed_keys: list[tuple[str, str]] = []
             open_keys: list[tuple[str, str]] = []
+            # Issue 16: keys whose round is not the campaign's now (read under FOR SHARE: a NextRound's
+            # UPDATE waits for this commit), refused unless stored before, as for a closed campaign.
+            wrong_round: dict[tuple[str, str], BaseException] = {}
             for i, s in enumerate(subs):
                 key = (s.campaign_id, s.batch_id)
                 found = records.get(s.campaign_id)
@@ -256,7 +261,10 @@ class ShardWriter(GroupCommitQueue):
                     continue  # decided with the first copy, below
                 else:
                     first[key] = i
-                    (closed_keys if found.closed else open_keys).append(key)
+                    current = campaign_round(found)
+                    if not found.closed and s.round is not None and s.round != current:
+                        wrong_round[key] = RoundNotOpenError(s.campaign_id, s.round, current)
+                    (closed_keys if found.closed or key in wrong_round else open_keys).append(key)
             stored_before: set[tuple[str, str]] = set()
             if closed_keys:
                 stored_before = self._existing(conn, closed_keys)
@@ -278,8 +286,10 @@ class ShardWriter(GroupCommitQueue):
             for key, i in first.items():
                 if key in inserted:
                     new_by_campaign.setdefault(key[0], []).append(i)
-                elif key in stored_before or not records[key[0]].closed:
+                elif key in stored_before or not (records[key[0]].closed or key in wrong_round):
                     verdict[i] = SubmitOutcome(duplicate=True, accepted=0)
+                elif key in wrong_round:
+                    verdict[i] = wrong_round[key]
                 else:
                     verdict[i] = CampaignClosedError(key[0])
             raw_rows: list[tuple[str, str, int, bytes]] = []

@@ -21,6 +21,8 @@ from ldp_client import registry, wire
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.campaign_file import load_campaign
 from ldp_client.errors import BudgetExceededError, InvalidParameterError
+from ldp_client.mechanisms.pem import PEMParams
+from ldp_client.mechanisms.pem.rounds import round_encoder
 from ldp_client.params import MechanismParams
 from ldp_client.secret import ClientSecret
 
@@ -28,11 +30,18 @@ from ldp_client.secret import ClientSecret
 logger = logging.getLogger("ldp_client.reporter")
 
 
+def is_rounds(params: MechanismParams) -> bool:
+    """Whether the campaign collects in rounds (issue 16): its devices encode against the round state of
+    the server's campaign, so neither a pinned nor a cached copy may encode."""
+    return isinstance(params, PEMParams) and params.adaptive
+
+
 def encoder_for(
     params: MechanismParams,
     *,
     campaign_id: str,
     secret: ClientSecret | Callable[[], ClientSecret] | None = None,
+    info: wire.CampaignInfo | None = None,
 ) -> Callable[[Any], Any]:
     """The per-report ``encode`` (OS CSPRNG, no numpy) of a campaign's parameters.
 
@@ -41,10 +50,31 @@ def encoder_for(
         campaign_id: the campaign (RAPPOR variants derive the permanent response from it).
         secret: the client secret of the RAPPOR variants, or a function returning it (called only for
             them, so an rr/grr app never creates a secret file).
+        info: the server's campaign, for a campaign in rounds (:func:`is_rounds`): the round collecting
+            and the published candidates.
 
     Raises:
-        InvalidParameterError: a RAPPOR variant without a secret, or parameters of no known mechanism.
+        InvalidParameterError: a RAPPOR variant without a secret, parameters of no known mechanism, or a
+            campaign in rounds without the server's campaign.
+        RoundNotOpenError: a campaign in rounds whose round collecting now is not this device's.
     """
+    if is_rounds(params):
+        assert isinstance(params, PEMParams)
+        if info is None or info.params != params:
+            raise InvalidParameterError(
+                "campaign", campaign_id, "the server's campaign (its round state decides the encoding)"
+            )
+        if secret is None:
+            raise InvalidParameterError(
+                "secret", None, f"a ClientSecret (the {params.name} mechanism needs one)"
+            )
+        return round_encoder(
+            params,
+            campaign_id=campaign_id,
+            secret=secret() if callable(secret) else secret,
+            current=info.discovery_round,
+            published=[r.kept for r in info.discovery_rounds],
+        )
     spec = registry.find(params)
     if spec is None:
         raise InvalidParameterError("campaign mechanism", type(params).__name__, "a mechanism of ldp_client")
@@ -122,6 +152,11 @@ def load_cached(path: Path, budget: Budget) -> wire.CampaignInfo | None:
     except (DecodeError, InvalidParameterError) as exc:
         logger.warning("ldp reporter %r: ignored an unreadable cached campaign (%s)", campaign_id, exc)
         return None
-    if info.campaign_id != campaign_id or info.closed or budget.refusal(info.params):
-        return None  # the server's answer decides, as without a cache
+    if (
+        info.campaign_id != campaign_id
+        or info.closed
+        or budget.refusal(info.params)
+        or is_rounds(info.params)
+    ):
+        return None  # the server's answer decides, as without a cache (rounds: always)
     return info

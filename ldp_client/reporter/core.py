@@ -20,7 +20,7 @@ from ldp_client import wire
 from ldp_client._proto.ldp.v1 import collector_pb2_grpc
 from ldp_client.errors import InvalidParameterError, LdpError, StateFileError
 from ldp_client.reporter.base import StopThreadError, logger
-from ldp_client.reporter.campaign import encoder_for, load_cached, load_pinned
+from ldp_client.reporter.campaign import encoder_for, is_rounds, load_cached, load_pinned
 from ldp_client.reporter.fetching import CampaignFetching
 from ldp_client.reporter.ledger import DeviceLedger
 from ldp_client.reporter.outbox import CAMPAIGN_CACHE
@@ -150,7 +150,7 @@ class Reporter(CampaignFetching, BatchSending):
                 )
             cache = self._dir / CAMPAIGN_CACHE
             start = pinned or (load_cached(cache, self._budget) if use_cached_campaign else None)
-            if start is not None:
+            if start is not None and not is_rounds(start.params):  # rounds: the server's round decides
                 self._init_encoding(start.params)
                 encode = encoder_for(start.params, campaign_id=campaign_id, secret=self._load_secret)
                 self._encode = self._charging(start.params, encode)

@@ -20,6 +20,7 @@ from ldp_client.errors import (
     CampaignNotFoundError,
     DomainError,
     InvalidParameterError,
+    RoundNotOpenError,
     StateFileError,
 )
 from ldp_client.params import MechanismParams
@@ -124,7 +125,7 @@ class CampaignFetching(JournalingReporter):
         self._quarantine(fingerprint)
         self.campaign = info
         if self._encode is None:
-            self._start_encoding(info.params)
+            self._start_encoding(info.params, info)
         with self._cond:
             self._verified = True
             self._source = self._source or "server"
@@ -141,12 +142,14 @@ class CampaignFetching(JournalingReporter):
                 batch, "encoded with parameters that differ from the campaign's on the server", mismatch=True
             )
 
-    def _start_encoding(self, params: MechanismParams) -> None:
+    def _start_encoding(self, params: MechanismParams, info: wire.CampaignInfo | None = None) -> None:
         try:
             encode = self._charging(
-                params, encoder_for(params, campaign_id=self.campaign_id, secret=self._load_secret)
+                params, encoder_for(params, campaign_id=self.campaign_id, secret=self._load_secret, info=info)
             )
-        except (StateFileError, InvalidParameterError) as exc:
+        except (StateFileError, InvalidParameterError, RoundNotOpenError) as exc:
+            # RoundNotOpenError (issue 16): this device answers another round than the one collecting;
+            # nothing was encoded or charged, and the app learns which round it waits for.
             self._fail(exc)
         self._init_encoding(params)
         # Encode the values that waited for the campaign, outside the lock; app threads keep queueing raw

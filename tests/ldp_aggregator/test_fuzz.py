@@ -736,6 +736,7 @@ _REQUEST_CLASSES: Final[dict[str, Any]] = {
     for cls in (
         collector_pb2.GetCampaignRequest,
         analyst_pb2.CloseCampaignRequest,
+        analyst_pb2.NextRoundRequest,
         analyst_pb2.ExportCampaignRequest,
         estimates_pb2.EstimateRequest,
         decode_pb2.DecodeRapporRequest,

@@ -35,6 +35,8 @@ from ldp_client import wire
 from ldp_client._proto.ldp.v1 import collector_pb2, collector_pb2_grpc, reports_pb2
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.paired import encode_batch_paired
+from ldp_client.mechanisms.pem import PEMParams
+from ldp_client.mechanisms.pem.rounds import encode_round_batch, round_plan
 from ldp_client.mechanisms.rappor import encode_batch_rappor
 from ldp_client.params import BinaryRRParams, GRRParams, PairedParams, RapporParams
 from ldp_client.reporter import Reporter
@@ -43,6 +45,7 @@ PARAMS = GRRParams.from_epsilon(4, 1.0)
 RAPPOR = RapporParams(k=32, h=2, m=4)
 WORDS = ("alpha", "beta", "gamma")
 PAIR = PairedParams(first=BinaryRRParams.from_epsilon(1.5), second=BinaryRRParams.from_epsilon(1.5))
+ROUNDS = PEMParams.from_epsilon(4.0, max_length=4, top_k=2, step_bits=8, adaptive=True)
 runner = CliRunner()
 
 
@@ -298,6 +301,12 @@ def _matrix_campaigns(s: AuthServer) -> None:
     pair = encode_batch_paired(PAIR, campaign_id="pair", first_values=first, second_values=second, rng=rng)
     batch = wire.batch_to_proto(campaign_id="pair", batch_id="p", params=PAIR, columns=pair)
     s.collector.Submit(batch, timeout=10, metadata=reporter)
+    # An adaptive discovery campaign with reports in its round 0, so that NextRound succeeds (issue 16).
+    msg = wire.campaign_to_proto(campaign_id="rounds", params=ROUNDS)
+    s.analyst.CreateCampaign(analyst_pb2.CreateCampaignRequest(campaign=msg), metadata=admin)
+    cols = encode_round_batch(round_plan(ROUNDS, 0, ()), np.zeros(50, dtype=np.int64), ["kiwi"], rng)
+    batch = wire.batch_to_proto(campaign_id="rounds", batch_id="r", params=ROUNDS, columns=cols)
+    s.collector.Submit(batch, timeout=10, metadata=reporter)
 
 
 def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
@@ -335,6 +344,10 @@ def _calls(s: AuthServer) -> dict[str, tuple[object, object]]:
             analyst_pb2.CreateCampaignRequest(
                 campaign=wire.campaign_to_proto(campaign_id="new", params=PARAMS)
             ),
+        ),
+        "/ldp.v1.Analyst/NextRound": (
+            s.analyst.NextRound,  # admin only: called once
+            analyst_pb2.NextRoundRequest(campaign_id="rounds", round=0),
         ),
         "/ldp.v1.Analyst/CloseCampaign": (
             s.analyst.CloseCampaign,  # idempotent: every allowed role may close "words" again
@@ -382,6 +395,7 @@ def test_each_role_may_call_exactly_its_rpcs(auth: AuthServer) -> None:
     assert METHOD_ROLES["/ldp.v1.Analyst/GetEstimate"] == {Role.ANALYST, Role.ADMIN}
     assert METHOD_ROLES["/ldp.v1.Analyst/CreateCampaign"] == {Role.ADMIN}
     assert METHOD_ROLES["/ldp.v1.Analyst/CloseCampaign"] == {Role.ADMIN}
+    assert METHOD_ROLES["/ldp.v1.Analyst/NextRound"] == {Role.ADMIN}
     # Fail closed: an RPC nobody classified needs admin; health and reflection need nothing.
     assert required_roles("/ldp.v1.Analyst/SomethingNew") == {Role.ADMIN}
     assert required_roles("/ldp.v1.Analyst/DecodeRappor") == {Role.ANALYST, Role.ADMIN}

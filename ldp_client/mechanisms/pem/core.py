@@ -3,6 +3,7 @@ the support counts the server computes (the method: the package docstring)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Sequence
@@ -158,6 +159,8 @@ class PEMParams:
             (the last level's reports estimate them, biased upwards given discovery near the threshold).
         alphabet: the characters values may hold ('' = any byte, a str as UTF-8); 2..256 distinct
             characters, each a digit of ceil(log2 |A|) bits (fewer bits per symbol, so fewer levels).
+        adaptive: collect the levels in rounds, each against the candidates the aggregator published
+            (:mod:`ldp_client.mechanisms.pem.rounds`); False: one round.
     """
 
     name: ClassVar[str] = "pem"
@@ -169,12 +172,21 @@ class PEMParams:
     truth_probability: float
     verification_share: float = 0.0
     alphabet: str = ""
+    adaptive: bool = False
     truth_threshold: int = field(init=False, repr=False, compare=False)
     verification_threshold: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_alphabet(self.alphabet)
         check_tree_fields(self.max_length, self.start_bits, self.step_bits, self.top_k, self.symbol_bits)
+        if not isinstance(self.adaptive, bool):
+            raise InvalidParameterError("adaptive", self.adaptive, "a bool (rounds=adaptive or rounds=one)")
+        if self.adaptive and (self.verification_share or self.alphabet):
+            # Rounds publish byte-string prefixes and estimate from the last round's reports: neither option
+            # is defined for them yet.
+            raise InvalidParameterError(
+                "rounds", "adaptive", "one round with verification_share or alphabet (adaptive takes neither)"
+            )
         object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
         v = quantize_probability("verification_share", self.verification_share, hi=MAX_VERIFICATION_SHARE)
         object.__setattr__(self, "verification_threshold", v)
@@ -228,6 +240,7 @@ class PEMParams:
         g: int | None = None,
         verification_share: float = 0.0,
         alphabet: str = "",
+        adaptive: bool = False,
     ) -> PEMParams:
         """PEM at ``epsilon``: local hashing with the variance-optimal g (about e^eps + 1) and p rounded
         down to a multiple of 2**-32; over bytes start_bits by default 8 (the first byte; less when the
@@ -256,6 +269,7 @@ class PEMParams:
             truth_probability=threshold_to_probability(t),
             verification_share=verification_share,
             alphabet=alphabet,
+            adaptive=adaptive,
         )
         report_quantization(eps, params.epsilon)
         return params
@@ -283,11 +297,27 @@ _FIELDS: Final = ("max_length", "start_bits", "step_bits", "top_k", "g")
 _OPTIONAL: Final = (("verification_share", float), ("alphabet", str))
 
 
+_ROUNDS: Final = {"one": False, "adaptive": True}
+
+
 def _make(*, epsilon: float | None, fields: dict[str, object]) -> PEMParams:
+    """``make_params``' pem: the tree's fields and options, and ``rounds`` ("one" or "adaptive")."""
+    adaptive = False
+    if "rounds" in fields:
+        rounds = fields.pop("rounds")
+        if rounds not in _ROUNDS:
+            raise InvalidParameterError("rounds", rounds, "'one' (one round, default) or 'adaptive'")
+        adaptive = _ROUNDS[str(rounds)]
     params: PEMParams = make_tree_params(
         PEMParams, _FIELDS, epsilon=epsilon, fields=fields, optional=_OPTIONAL
     )
-    return params
+    return dataclasses.replace(params, adaptive=True) if adaptive else params
+
+
+def bucket_limit(params: PEMParams) -> int:
+    """Reports' buckets are below this: g, or for an adaptive campaign also any GRR round's d + 1 symbols
+    (d <= 2**16; the aggregator checks each round's exact limit)."""
+    return max(params.g, MAX_LEVEL_CANDIDATES + 1) if params.adaptive else params.g
 
 
 # --------------------------------------------------------------------------------------------- keys

@@ -39,6 +39,7 @@ from ldp_client.mechanisms.pem.core import (
     _from_bytes,
     _label_keys,
     _make,
+    bucket_limit,
     group_of,
     level_candidates,
     prefix_digest,
@@ -81,9 +82,10 @@ def _report_value(field: str, report: object, params: PEMParams) -> tuple[int, i
     if not 0 <= group < params.groups:
         raise InvalidReportError(f"{field}.group", group, f"a group in [0, {params.groups - 1}]")
     a, b = check_seed(field, parts[1], parts[2])
-    y = as_int(f"{field}.bucket", parts[3], f"a bucket in [0, {params.g - 1}]")
-    if not 0 <= y < params.g:
-        raise InvalidReportError(f"{field}.bucket", y, f"a bucket in [0, {params.g - 1}]")
+    limit = bucket_limit(params)
+    y = as_int(f"{field}.bucket", parts[3], f"a bucket in [0, {limit - 1}]")
+    if not 0 <= y < limit:
+        raise InvalidReportError(f"{field}.bucket", y, f"a bucket in [0, {limit - 1}]")
     return group, a, b, y
 
 
@@ -114,7 +116,7 @@ def _check_columns(columns: object, params: PEMParams, field: str) -> tuple[Any,
                 f"{field}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
             )
     check_indices(groups, params.groups, f"{field}.groups", "a group")
-    check_indices(y, params.g, f"{field}.buckets", "a bucket")
+    check_indices(y, bucket_limit(params), f"{field}.buckets", "a bucket")
     return groups, a, b, y
 
 
@@ -246,6 +248,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         "truth_probability",
         "verification_share",
         "alphabet",
+        "adaptive",
     )
     params_message: ClassVar[Any] = campaign_pb2.PrefixExtensionParams
 
@@ -259,11 +262,19 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
             fields["verification_share"] = params.verification_share
         if params.alphabet:
             fields["alphabet"] = params.alphabet
+        if params.adaptive:
+            fields["rounds"] = "adaptive"
         return MakeArgs(fields=fields)
 
     def _device_encoder(
         self, params: PEMParams, campaign_id: str, secret: ClientSecret
     ) -> Callable[[Any], Any]:
+        if params.adaptive:  # the round collecting and its candidates come from the server's campaign
+            raise InvalidParameterError(
+                "params",
+                "pem with rounds=adaptive",
+                "the server's campaign to encode against (reporter.campaign.encoder_for with info=)",
+            )
         return PEMEncoder(params, group=group_of(params, campaign_id, secret)).encode
 
     # -------------------------------------------------------------------------------- codec
@@ -290,7 +301,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         groups = np.frombuffer(cols.groups, dtype=_U16_LE)
         check_indices(groups, params.groups, f"{field}.groups", "a group")
         buckets = np.frombuffer(cols.buckets, dtype=U32_LE)
-        check_indices(buckets, params.g, f"{field}.buckets", "a bucket")
+        check_indices(buckets, bucket_limit(params), f"{field}.buckets", "a bucket")
         return (
             groups.astype(np.uint16, copy=False),
             np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False),
@@ -308,8 +319,8 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         r = msg.pem
         if r.group >= params.groups:
             raise InvalidReportError("pem.group", r.group, f"a group in [0, {params.groups - 1}]")
-        if r.bucket >= params.g:
-            raise InvalidReportError("pem.bucket", r.bucket, f"a bucket in [0, {params.g - 1}]")
+        if r.bucket >= bucket_limit(params):
+            raise InvalidReportError("pem.bucket", r.bucket, f"a bucket in [0, {bucket_limit(params) - 1}]")
         return level_columns([(r.group, r.a, r.b, r.bucket)])
 
     def batch_from_reports(self, params: PEMParams, reports: Sequence[Any]) -> Any:

@@ -18,7 +18,7 @@ from ldp_aggregator._proto.ldp.v1 import decode_pb2 as ldp_dot_v1_dot_decode__pb
 from ldp_aggregator._proto.ldp.v1 import estimates_pb2 as ldp_dot_v1_dot_estimates__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14ldp/v1/analyst.proto\x12\x06ldp.v1\x1a\x15ldp/v1/campaign.proto\x1a\x16ldp/v1/collector.proto\x1a\x13ldp/v1/decode.proto\x1a\x16ldp/v1/estimates.proto\";\n\x15\x43reateCampaignRequest\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\"\x16\n\x14ListCampaignsRequest\"<\n\x15ListCampaignsResponse\x12#\n\tcampaigns\x18\x01 \x03(\x0b\x32\x10.ldp.v1.Campaign\"+\n\x14\x43loseCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"T\n\x15\x45xportCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x12\n\ncandidates\x18\x02 \x03(\t\x12\x12\n\nconfidence\x18\x03 \x01(\x01\"\xbd\x01\n\x16\x45xportCampaignResponse\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\x12\x13\n\x0b\x61\x63\x63umulator\x18\x02 \x01(\x0c\x12\x11\n\tn_reports\x18\x03 \x01(\x04\x12\x11\n\tn_batches\x18\x04 \x01(\x04\x12*\n\x08\x65stimate\x18\x05 \x01(\x0b\x32\x18.ldp.v1.EstimateResponse\x12\x18\n\x10\x65xported_unix_ms\x18\x06 \x01(\x03\x32\xc6\x04\n\x07\x41nalyst\x12\x41\n\x0e\x43reateCampaign\x12\x1d.ldp.v1.CreateCampaignRequest\x1a\x10.ldp.v1.Campaign\x12;\n\x0bGetCampaign\x12\x1a.ldp.v1.GetCampaignRequest\x1a\x10.ldp.v1.Campaign\x12L\n\rListCampaigns\x12\x1c.ldp.v1.ListCampaignsRequest\x1a\x1d.ldp.v1.ListCampaignsResponse\x12@\n\x0bGetEstimate\x12\x17.ldp.v1.EstimateRequest\x1a\x18.ldp.v1.EstimateResponse\x12?\n\rCloseCampaign\x12\x1c.ldp.v1.CloseCampaignRequest\x1a\x10.ldp.v1.Campaign\x12O\n\x0e\x45xportCampaign\x12\x1d.ldp.v1.ExportCampaignRequest\x1a\x1e.ldp.v1.ExportCampaignResponse\x12I\n\x0c\x44\x65\x63odeRappor\x12\x1b.ldp.v1.DecodeRapporRequest\x1a\x1c.ldp.v1.DecodeRapporResponse\x12N\n\x13\x45stimateAssociation\x12\x1a.ldp.v1.AssociationRequest\x1a\x1b.ldp.v1.AssociationResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14ldp/v1/analyst.proto\x12\x06ldp.v1\x1a\x15ldp/v1/campaign.proto\x1a\x16ldp/v1/collector.proto\x1a\x13ldp/v1/decode.proto\x1a\x16ldp/v1/estimates.proto\";\n\x15\x43reateCampaignRequest\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\"\x16\n\x14ListCampaignsRequest\"<\n\x15ListCampaignsResponse\x12#\n\tcampaigns\x18\x01 \x03(\x0b\x32\x10.ldp.v1.Campaign\"6\n\x10NextRoundRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\r\"+\n\x14\x43loseCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"T\n\x15\x45xportCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x12\n\ncandidates\x18\x02 \x03(\t\x12\x12\n\nconfidence\x18\x03 \x01(\x01\"\xbd\x01\n\x16\x45xportCampaignResponse\x12\"\n\x08\x63\x61mpaign\x18\x01 \x01(\x0b\x32\x10.ldp.v1.Campaign\x12\x13\n\x0b\x61\x63\x63umulator\x18\x02 \x01(\x0c\x12\x11\n\tn_reports\x18\x03 \x01(\x04\x12\x11\n\tn_batches\x18\x04 \x01(\x04\x12*\n\x08\x65stimate\x18\x05 \x01(\x0b\x32\x18.ldp.v1.EstimateResponse\x12\x18\n\x10\x65xported_unix_ms\x18\x06 \x01(\x03\x32\xff\x04\n\x07\x41nalyst\x12\x41\n\x0e\x43reateCampaign\x12\x1d.ldp.v1.CreateCampaignRequest\x1a\x10.ldp.v1.Campaign\x12;\n\x0bGetCampaign\x12\x1a.ldp.v1.GetCampaignRequest\x1a\x10.ldp.v1.Campaign\x12L\n\rListCampaigns\x12\x1c.ldp.v1.ListCampaignsRequest\x1a\x1d.ldp.v1.ListCampaignsResponse\x12@\n\x0bGetEstimate\x12\x17.ldp.v1.EstimateRequest\x1a\x18.ldp.v1.EstimateResponse\x12?\n\rCloseCampaign\x12\x1c.ldp.v1.CloseCampaignRequest\x1a\x10.ldp.v1.Campaign\x12O\n\x0e\x45xportCampaign\x12\x1d.ldp.v1.ExportCampaignRequest\x1a\x1e.ldp.v1.ExportCampaignResponse\x12I\n\x0c\x44\x65\x63odeRappor\x12\x1b.ldp.v1.DecodeRapporRequest\x1a\x1c.ldp.v1.DecodeRapporResponse\x12N\n\x13\x45stimateAssociation\x12\x1a.ldp.v1.AssociationRequest\x1a\x1b.ldp.v1.AssociationResponse\x12\x37\n\tNextRound\x12\x18.ldp.v1.NextRoundRequest\x1a\x10.ldp.v1.Campaignb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -31,12 +31,14 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=207
   _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=209
   _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=269
-  _globals['_CLOSECAMPAIGNREQUEST']._serialized_start=271
-  _globals['_CLOSECAMPAIGNREQUEST']._serialized_end=314
-  _globals['_EXPORTCAMPAIGNREQUEST']._serialized_start=316
-  _globals['_EXPORTCAMPAIGNREQUEST']._serialized_end=400
-  _globals['_EXPORTCAMPAIGNRESPONSE']._serialized_start=403
-  _globals['_EXPORTCAMPAIGNRESPONSE']._serialized_end=592
-  _globals['_ANALYST']._serialized_start=595
-  _globals['_ANALYST']._serialized_end=1177
+  _globals['_NEXTROUNDREQUEST']._serialized_start=271
+  _globals['_NEXTROUNDREQUEST']._serialized_end=325
+  _globals['_CLOSECAMPAIGNREQUEST']._serialized_start=327
+  _globals['_CLOSECAMPAIGNREQUEST']._serialized_end=370
+  _globals['_EXPORTCAMPAIGNREQUEST']._serialized_start=372
+  _globals['_EXPORTCAMPAIGNREQUEST']._serialized_end=456
+  _globals['_EXPORTCAMPAIGNRESPONSE']._serialized_start=459
+  _globals['_EXPORTCAMPAIGNRESPONSE']._serialized_end=648
+  _globals['_ANALYST']._serialized_start=651
+  _globals['_ANALYST']._serialized_end=1290
 # @@protoc_insertion_point(module_scope)

@@ -73,9 +73,30 @@ class ListCampaignsResponse(google.protobuf.message.Message):
 global___ListCampaignsResponse = ListCampaignsResponse
 
 @typing.final
-class CloseCampaignRequest(google.protobuf.message.Message):
-    """Close a campaign."""
+class NextRoundRequest(google.protobuf.message.Message):
+    """Close a campaign.
+    Analyst.NextRound (issue 16).
+    """
 
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: builtins.int
+    ROUND_FIELD_NUMBER: builtins.int
+    campaign_id: builtins.str
+    round: builtins.int
+    """The round to close: must be the campaign's discovery_round (so a repeated request closes nothing)."""
+    def __init__(
+        self,
+        *,
+        campaign_id: builtins.str = ...,
+        round: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["campaign_id", b"campaign_id", "round", b"round"]) -> None: ...
+
+global___NextRoundRequest = NextRoundRequest
+
+@typing.final
+class CloseCampaignRequest(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
     CAMPAIGN_ID_FIELD_NUMBER: builtins.int

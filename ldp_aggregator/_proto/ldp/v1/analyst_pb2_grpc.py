@@ -59,6 +59,11 @@ class AnalystStub(object):
                 request_serializer=ldp_dot_v1_dot_decode__pb2.AssociationRequest.SerializeToString,
                 response_deserializer=ldp_dot_v1_dot_decode__pb2.AssociationResponse.FromString,
                 )
+        self.NextRound = channel.unary_unary(
+                '/ldp.v1.Analyst/NextRound',
+                request_serializer=ldp_dot_v1_dot_analyst__pb2.NextRoundRequest.SerializeToString,
+                response_deserializer=ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
+                )
 
 
 class AnalystServicer(object):
@@ -125,6 +130,16 @@ class AnalystServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NextRound(self, request, context):
+        """Issue 16, adaptive discovery campaigns: close the round now collecting, run its discovery step and
+        publish the kept prefixes as the next round's candidates (Campaign.discovery_rounds); the last round
+        closes the campaign. FAILED_PRECONDITION when `round` is not the round collecting (a concurrent
+        NextRound won), the campaign is closed, or the round has no reports; nothing is changed then.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnalystServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -167,6 +182,11 @@ def add_AnalystServicer_to_server(servicer, server):
                     servicer.EstimateAssociation,
                     request_deserializer=ldp_dot_v1_dot_decode__pb2.AssociationRequest.FromString,
                     response_serializer=ldp_dot_v1_dot_decode__pb2.AssociationResponse.SerializeToString,
+            ),
+            'NextRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.NextRound,
+                    request_deserializer=ldp_dot_v1_dot_analyst__pb2.NextRoundRequest.FromString,
+                    response_serializer=ldp_dot_v1_dot_campaign__pb2.Campaign.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -312,5 +332,22 @@ class Analyst(object):
         return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/EstimateAssociation',
             ldp_dot_v1_dot_decode__pb2.AssociationRequest.SerializeToString,
             ldp_dot_v1_dot_decode__pb2.AssociationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def NextRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/ldp.v1.Analyst/NextRound',
+            ldp_dot_v1_dot_analyst__pb2.NextRoundRequest.SerializeToString,
+            ldp_dot_v1_dot_campaign__pb2.Campaign.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

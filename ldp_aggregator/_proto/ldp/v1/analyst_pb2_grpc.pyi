@@ -83,6 +83,16 @@ class AnalystStub:
     standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
     """
 
+    NextRound: grpc.UnaryUnaryMultiCallable[
+        ldp_aggregator._proto.ldp.v1.analyst_pb2.NextRoundRequest,
+        ldp_client._proto.ldp.v1.campaign_pb2.Campaign,
+    ]
+    """Issue 16, adaptive discovery campaigns: close the round now collecting, run its discovery step and
+    publish the kept prefixes as the next round's candidates (Campaign.discovery_rounds); the last round
+    closes the campaign. FAILED_PRECONDITION when `round` is not the round collecting (a concurrent
+    NextRound won), the campaign is closed, or the round has no reports; nothing is changed then.
+    """
+
 class AnalystAsyncStub:
     """For operators and analysts: manage campaigns and read estimates."""
 
@@ -139,6 +149,16 @@ class AnalystAsyncStub:
     ]
     """Joint distribution of the two variables of a paired campaign (issue 5), by EM over the reports, with
     standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
+    """
+
+    NextRound: grpc.aio.UnaryUnaryMultiCallable[
+        ldp_aggregator._proto.ldp.v1.analyst_pb2.NextRoundRequest,
+        ldp_client._proto.ldp.v1.campaign_pb2.Campaign,
+    ]
+    """Issue 16, adaptive discovery campaigns: close the round now collecting, run its discovery step and
+    publish the kept prefixes as the next round's candidates (Campaign.discovery_rounds); the last round
+    closes the campaign. FAILED_PRECONDITION when `round` is not the round collecting (a concurrent
+    NextRound won), the campaign is closed, or the round has no reports; nothing is changed then.
     """
 
 class AnalystServicer(metaclass=abc.ABCMeta):
@@ -213,6 +233,18 @@ class AnalystServicer(metaclass=abc.ABCMeta):
     ) -> typing.Union[ldp_aggregator._proto.ldp.v1.decode_pb2.AssociationResponse, collections.abc.Awaitable[ldp_aggregator._proto.ldp.v1.decode_pb2.AssociationResponse]]:
         """Joint distribution of the two variables of a paired campaign (issue 5), by EM over the reports, with
         standard errors and a test of independence. FAILED_PRECONDITION when the reports it needs were not kept.
+        """
+
+    @abc.abstractmethod
+    def NextRound(
+        self,
+        request: ldp_aggregator._proto.ldp.v1.analyst_pb2.NextRoundRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[ldp_client._proto.ldp.v1.campaign_pb2.Campaign, collections.abc.Awaitable[ldp_client._proto.ldp.v1.campaign_pb2.Campaign]]:
+        """Issue 16, adaptive discovery campaigns: close the round now collecting, run its discovery step and
+        publish the kept prefixes as the next round's candidates (Campaign.discovery_rounds); the last round
+        closes the campaign. FAILED_PRECONDITION when `round` is not the round collecting (a concurrent
+        NextRound won), the campaign is closed, or the round has no reports; nothing is changed then.
         """
 
 def add_AnalystServicer_to_server(servicer: AnalystServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...

@@ -902,6 +902,7 @@ class PrefixExtensionParams(google.protobuf.message.Message):
     TRUTH_PROBABILITY_FIELD_NUMBER: builtins.int
     VERIFICATION_SHARE_FIELD_NUMBER: builtins.int
     ALPHABET_FIELD_NUMBER: builtins.int
+    ADAPTIVE_FIELD_NUMBER: builtins.int
     max_length: builtins.int
     """Longest value in symbols (bytes, or characters of the alphabet), 1 <= max_length <= 64."""
     start_bits: builtins.int
@@ -923,6 +924,16 @@ class PrefixExtensionParams(google.protobuf.message.Message):
     """The characters values may hold, 2..256 distinct, each a digit of ceil(log2 |alphabet|) bits; "" (the
     default): any byte, a string as UTF-8.
     """
+    adaptive: builtins.bool
+    """Field 9 is kept for a further pem option.
+    Adaptive multi-round collection (issue 16; docs/discovery-rounds.md): the devices of round
+    r (their group, from the client secret) report level r's prefix against the candidates the aggregator
+    published after round r - 1 (Campaign.discovery_rounds): generalized randomized response over those
+    candidates and "none of them" (a = b = 0, bucket = the candidate's index, or the number of candidates
+    for none) when its variance is lower than local hashing's, with the largest probability whose epsilon
+    is at most local hashing's; otherwise local hashing as in a one-round campaign. Unset (false): one
+    round, and no bytes added.
+    """
     def __init__(
         self,
         *,
@@ -934,8 +945,9 @@ class PrefixExtensionParams(google.protobuf.message.Message):
         truth_probability: builtins.float = ...,
         verification_share: builtins.float = ...,
         alphabet: builtins.str = ...,
+        adaptive: builtins.bool = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["alphabet", b"alphabet", "g", b"g", "max_length", b"max_length", "start_bits", b"start_bits", "step_bits", b"step_bits", "top_k", b"top_k", "truth_probability", b"truth_probability", "verification_share", b"verification_share"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["adaptive", b"adaptive", "alphabet", b"alphabet", "g", b"g", "max_length", b"max_length", "start_bits", b"start_bits", "step_bits", b"step_bits", "top_k", b"top_k", "truth_probability", b"truth_probability", "verification_share", b"verification_share"]) -> None: ...
 
 global___PrefixExtensionParams = PrefixExtensionParams
 
@@ -1441,6 +1453,61 @@ class CalmMarginal(google.protobuf.message.Message):
 global___CalmMarginal = CalmMarginal
 
 @typing.final
+class DiscoveryPrefix(google.protobuf.message.Message):
+    """A prefix of a discovery campaign (issue 16): the value's length in bytes and the prefix's bits, as a
+    big-endian unsigned integer in the fewest bytes (empty for 0). The level fixes how many bits it holds.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    LENGTH_FIELD_NUMBER: builtins.int
+    BITS_FIELD_NUMBER: builtins.int
+    length: builtins.int
+    bits: builtins.bytes
+    def __init__(
+        self,
+        *,
+        length: builtins.int = ...,
+        bits: builtins.bytes = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["bits", b"bits", "length", b"length"]) -> None: ...
+
+global___DiscoveryPrefix = DiscoveryPrefix
+
+@typing.final
+class DiscoveryRound(google.protobuf.message.Message):
+    """One closed round of an adaptive discovery campaign (issue 16): its reports, the candidates it tested, the
+    threshold (estimated population count of the last candidate kept, at the time the round closed) and the
+    prefixes it kept, highest estimate first: the next round's devices encode against their extensions.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ROUND_FIELD_NUMBER: builtins.int
+    REPORTS_FIELD_NUMBER: builtins.int
+    TESTED_FIELD_NUMBER: builtins.int
+    THRESHOLD_FIELD_NUMBER: builtins.int
+    KEPT_FIELD_NUMBER: builtins.int
+    round: builtins.int
+    reports: builtins.int
+    tested: builtins.int
+    threshold: builtins.float
+    @property
+    def kept(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___DiscoveryPrefix]: ...
+    def __init__(
+        self,
+        *,
+        round: builtins.int = ...,
+        reports: builtins.int = ...,
+        tested: builtins.int = ...,
+        threshold: builtins.float = ...,
+        kept: collections.abc.Iterable[global___DiscoveryPrefix] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["kept", b"kept", "reports", b"reports", "round", b"round", "tested", b"tested", "threshold", b"threshold"]) -> None: ...
+
+global___DiscoveryRound = DiscoveryRound
+
+@typing.final
 class Campaign(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 
@@ -1452,6 +1519,8 @@ class Campaign(google.protobuf.message.Message):
     EPSILON_FIELD_NUMBER: builtins.int
     EPSILON_INF_FIELD_NUMBER: builtins.int
     SHUFFLER_FIELD_NUMBER: builtins.int
+    DISCOVERY_ROUND_FIELD_NUMBER: builtins.int
+    DISCOVERY_ROUNDS_FIELD_NUMBER: builtins.int
     RR_FIELD_NUMBER: builtins.int
     GRR_FIELD_NUMBER: builtins.int
     RAPPOR_FIELD_NUMBER: builtins.int
@@ -1505,6 +1574,12 @@ class Campaign(google.protobuf.message.Message):
     value. RAPPOR variants: eps_inf of the permanent randomized response. rr and grr draw fresh noise for
     every report, so no bound exists: +infinity (k reports cost k * epsilon).
     """
+    discovery_round: builtins.int
+    """Issue 16, adaptive discovery campaigns only (PrefixExtensionParams.adaptive): the round now collecting
+    (0-based; a device reports only in its own round, the group its client secret gives, and a report for
+    any other round is refused with FAILED_PRECONDITION). Set by the server (Analyst.NextRound); equal to
+    the number of levels once every round is closed. Unset (0) for every other campaign.
+    """
     @property
     def candidates(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
         """Optional candidate dictionary for estimates (for example candidate strings decoded from RAPPOR Bloom
@@ -1517,6 +1592,12 @@ class Campaign(google.protobuf.message.Message):
         batches of reports (stripped of identities) before the aggregator sees them; every estimate then also
         reports the central (epsilon, delta) of one shuffled batch (EstimateResponse.shuffle). Unset: no
         shuffler is claimed. Never used by the encoders (the device's report and its epsilon are the same).
+        """
+
+    @property
+    def discovery_rounds(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___DiscoveryRound]:
+        """The rounds closed so far, in order: what each tested and kept. Round r's candidates are the
+        extensions of discovery_rounds[r - 1].kept (level 0's fixed candidates for round 0). Set by the server.
         """
 
     @property
@@ -1622,6 +1703,8 @@ class Campaign(google.protobuf.message.Message):
         epsilon: builtins.float = ...,
         epsilon_inf: builtins.float = ...,
         shuffler: global___ShufflerDeclaration | None = ...,
+        discovery_round: builtins.int = ...,
+        discovery_rounds: collections.abc.Iterable[global___DiscoveryRound] | None = ...,
         rr: global___BinaryRRParams | None = ...,
         grr: global___GRRParams | None = ...,
         rappor: global___RapporParams | None = ...,
@@ -1658,7 +1741,7 @@ class Campaign(google.protobuf.message.Message):
         calm: global___CalmParams | None = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "calm", b"calm", "cms", b"cms", "dbitflip", b"dbitflip", "duchi", b"duchi", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "calm", b"calm", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["basic_rappor", b"basic_rappor", "blh", b"blh", "boolean_rappor", b"boolean_rappor", "calm", b"calm", "candidates", b"candidates", "closed", b"closed", "cms", b"cms", "created_unix_ms", b"created_unix_ms", "dbitflip", b"dbitflip", "description", b"description", "discovery_round", b"discovery_round", "discovery_rounds", b"discovery_rounds", "duchi", b"duchi", "epsilon", b"epsilon", "epsilon_inf", b"epsilon_inf", "gaussian", b"gaussian", "gaussian_vector", b"gaussian_vector", "grr", b"grr", "haar", b"haar", "hcms", b"hcms", "hio", b"hio", "hr", b"hr", "hybrid", b"hybrid", "id", b"id", "laplace", b"laplace", "lgrr", b"lgrr", "losue", b"losue", "mechanism", b"mechanism", "multidim", b"multidim", "olh", b"olh", "onebitmean", b"onebitmean", "oue", b"oue", "paired", b"paired", "pckv", b"pckv", "pem", b"pem", "piecewise", b"piecewise", "rappor", b"rappor", "rr", b"rr", "set_valued", b"set_valued", "shuffler", b"shuffler", "sr", b"sr", "ss", b"ss", "sue", b"sue", "svim", b"svim", "treehist", b"treehist"]) -> None: ...
     def WhichOneof(self, oneof_group: typing.Literal["mechanism", b"mechanism"]) -> typing.Literal["rr", "grr", "rappor", "basic_rappor", "boolean_rappor", "oue", "sue", "olh", "blh", "ss", "hr", "set_valued", "laplace", "duchi", "piecewise", "hybrid", "sr", "multidim", "paired", "cms", "hcms", "pem", "dbitflip", "onebitmean", "lgrr", "losue", "gaussian", "gaussian_vector", "treehist", "hio", "haar", "pckv", "svim", "calm"] | None: ...
 
 global___Campaign = Campaign
