@@ -17,7 +17,7 @@ that receives the raw request bytes and, in this order,
 
 then calls the servicer. Everything refused here is refused before any decoding into numpy or any store
 work, so it never changes stored state. Status codes come from the same table as the servicers'
-(:func:`ldp_aggregator.service.status_for`), so errors map to codes in one place. Health checking and
+(:func:`ldp_aggregator.servicers.status_for`), so errors map to codes in one place. Health checking and
 reflection pass through untouched (they need no token). The guard also records per-RPC and rejection
 metrics (:mod:`ldp_aggregator.metrics`); it logs no client address, token or report content (failed
 authentications are summed up in an ``auth_failures`` warning at most once a minute, as counts only).
@@ -44,7 +44,7 @@ from ldp_aggregator.ratelimit import (
     RateLimiter,
     RequestTooLargeError,
 )
-from ldp_aggregator.service import status_for, status_message
+from ldp_aggregator.servicers import status_for, status_message
 from ldp_client._proto.ldp.v1 import reports_pb2
 from ldp_client.errors import LdpError
 

@@ -57,7 +57,8 @@ from ldp_aggregator.server_config import (
     ServerConfig,
     is_loopback,
 )
-from ldp_aggregator.service import Aggregator, AnalystServicer, CollectorServicer, open_store
+from ldp_aggregator.service import Aggregator, open_store
+from ldp_aggregator.servicers import AnalystServicer, CollectorServicer
 from ldp_aggregator.store import CampaignStore
 from ldp_aggregator.transport import (
     REFLECTION_V1_SERVICE,

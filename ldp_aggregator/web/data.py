@@ -41,7 +41,8 @@ from ldp_aggregator.marginals import add_to_proto as add_marginals_to_proto
 from ldp_aggregator.marginals import marginals_to_dict
 from ldp_aggregator.ranges import add_to_proto, ranges_to_dict
 from ldp_aggregator.rappor_decode import decode_response_to_dict, decodes
-from ldp_aggregator.service import Aggregator, info_from_record, status_for, status_message
+from ldp_aggregator.service import Aggregator, info_from_record
+from ldp_aggregator.servicers import status_for, status_message
 from ldp_client import registry
 from ldp_client.errors import LdpError
 from ldp_client.spec import Kind

@@ -34,7 +34,7 @@ from ldp_aggregator.server import (
     BackgroundServer,
     ServerConfig,
 )
-from ldp_aggregator.service import MAX_STATUS_MESSAGE_CHARS, status_message
+from ldp_aggregator.servicers import MAX_STATUS_MESSAGE_CHARS, status_message
 from ldp_aggregator.store import add_token, revoke_token
 from ldp_client import wire
 from ldp_client._proto.ldp.v1 import campaign_pb2, collector_pb2, collector_pb2_grpc, reports_pb2
