@@ -1,6 +1,6 @@
 """SVIM (issue 18): frequent itemsets against a naive baseline, calibration, encoder and ingest speed.
 
-Three parts, on the planted set population of ``ldp-sim`` (:class:`simulations.populations.SetPopulation`:
+Three parts, on the planted set population of ``ldp-sim`` (:class:`simulations.set_population.SetPopulation`:
 d items, five planted itemsets of size 2-3 with probabilities 0.30 ... 0.08, plus Zipf noise items):
 
 * ``compare``: on the same users, n and epsilon, SVIM's two stages (half the users find the items, the other
@@ -34,7 +34,7 @@ from ldp_aggregator.estimators import estimate_support
 from ldp_aggregator.itemsets import follow_up_params, mine
 from ldp_client.mechanisms.svim.core import SLOTS, SVIMParams, element_matrix, encode_sets
 from ldp_client.mechanisms.svim.spec import SPEC
-from simulations.populations import SetPopulation
+from simulations.set_population import SetPopulation
 
 TOP = 10
 

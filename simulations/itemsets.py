@@ -12,7 +12,7 @@ Modes: ``sum`` (SVIM has no exact sampler of the sums: every report is encoded, 
 campaigns on an aggregator (in-process, or ``--server``), submits every report through
 ``Collector.Submit`` and reads both estimates from ``Analyst.GetEstimate``.
 
-Population: ``sets`` / ``sets:EXTRA`` (:class:`simulations.populations.SetPopulation`, planted frequent
+Population: ``sets`` / ``sets:EXTRA`` (:class:`simulations.set_population.SetPopulation`, planted frequent
 itemsets), or any categorical population, whose users hold the one-item set of their value.
 
 Metrics (each stage against the true counts among its own users, which its estimates target): MSE of the
@@ -37,9 +37,10 @@ from ldp_aggregator.itemsets import follow_up_params, mine
 from ldp_client.errors import InvalidParameterError
 from ldp_client.mechanisms.svim.core import ITEMS, SLOTS, SVIMParams, element_matrix, encode_sets
 from ldp_client.mechanisms.svim.spec import SPEC
-from simulations.populations import parse_categorical_population, parse_set_population
+from simulations.populations import parse_categorical_population
 from simulations.runners.config import SimulationConfig, SimulationError
 from simulations.runners.prepare import _build_params
+from simulations.set_population import parse_set_population
 
 __all__ = ["SvimSimResult", "is_svim_run", "simulate_svim", "stage_metrics", "svim_sim_to_dict"]
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simulations.cli import app
-from simulations.populations import SetPopulation, parse_set_population
+from simulations.set_population import SetPopulation, parse_set_population
 
 runner = CliRunner()
 ARGS = [
