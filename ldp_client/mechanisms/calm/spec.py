@@ -384,8 +384,10 @@ class CalmSpec(MechanismSpec[CalmParams]):
         return (
             CalmParams(attributes=two, marginals=((0, 1), (0,)), g=2, truth_probability=0.75),
             CalmParams.from_epsilon(two, ((0, 1), (1,)), math.log(3.0), g=4),
+            # Three binary attributes (8 records: the conformance test encodes 2 * 10^6 reports per record),
+            # a 3-way marginal by local hashing and two overlapping 2-way ones.
             CalmParams(
-                attributes=(*two, ("c", Domain.of(2))),
+                attributes=(("a", Domain.of(2)), ("b", Domain.of(2)), ("c", Domain.of(2))),
                 marginals=((0, 1, 2), (0, 1), (1, 2)),
                 g=4,
                 truth_probability=0.5,
