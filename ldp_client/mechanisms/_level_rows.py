@@ -1,9 +1,11 @@
 """Reports of a level and a local-hashing answer: (u16 level, u64 seed a, u64 seed b, u32 bucket).
 
-Two mechanisms send this report: prefix extension (``pem``: the level is the device's group) and
-hierarchical intervals (``hio``: its level in the tree). What they share is its shape, in one place: the
-seed checks, the 22-byte journal row, the journal's fields of the batch columns and the numpy columns a
-list of reports becomes. What a level or a bucket may be is each mechanism's own (its ``_report_value``).
+Four mechanisms send this report: prefix extension (``pem``: the level is the device's group),
+hierarchical intervals (``hio``: its level in the tree), CALM (``calm``: its marginal's group) and SVIM
+(``svim``: its stage's group; the seed is 0 under GRR). What they share is its shape, in one place: the seed
+checks, the 22-byte journal row, the journal's fields of the batch columns, the batch columns' wire form
+(:func:`columns_to_proto`, :func:`columns_from_proto`) and the numpy columns a list of reports becomes.
+What a level or a bucket may be is each mechanism's own (its ``_report_value`` and value checks).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ldp_client.codecs import RowField, as_int
+from ldp_client.codecs import U32_LE, U64_LE, RowField, as_int, check_count, check_length
 from ldp_client.errors import InvalidReportError
 
 if TYPE_CHECKING:
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_seed",
+    "columns_from_proto",
+    "columns_to_proto",
     "level_columns",
     "level_row_fields",
     "pack_level_row",
@@ -26,6 +30,7 @@ __all__ = [
 ]
 
 _SEED: Final = "an integer in [0, 2**64)"
+_U16_LE: Final = "<u2"
 
 
 def check_seed(field: str, a: object, b: object) -> tuple[int, int]:
@@ -80,4 +85,41 @@ def level_columns(
         np.array([r[1] for r in rows], dtype=np.uint64),
         np.array([r[2] for r in rows], dtype=np.uint64),
         np.array([r[3] for r in rows], dtype=np.uint32),
+    )
+
+
+def columns_to_proto(msg: Any, member: str, levels_field: str, columns: Sequence[Any]) -> None:
+    """Checked columns (levels, a, b, buckets) into ``ReportBatch.<member>`` and its ``count``: n
+    little-endian uint16 levels (named ``levels_field`` there), uint64 a, uint64 b and uint32 buckets."""
+    levels, a, b, y = columns
+    n = levels.shape[0]
+    check_count("count", n)
+    msg.count = n
+    cols = getattr(msg, member)
+    setattr(cols, levels_field, levels.astype(_U16_LE).tobytes())
+    cols.a = a.astype(U64_LE).tobytes()
+    cols.b = b.astype(U64_LE).tobytes()
+    cols.buckets = y.astype(U32_LE).tobytes()
+
+
+def columns_from_proto(
+    msg: Any, member: str, levels_field: str, n: int
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The columns (uint16 levels, uint64 a, uint64 b, uint32 buckets) of ``ReportBatch.<member>`` holding
+    ``n`` reports, each byte string's length checked (InvalidReportError naming it); their values are the
+    mechanism's to check."""
+    import numpy as np
+
+    cols = getattr(msg, member)
+    levels_bytes = getattr(cols, levels_field)
+    how = f"count for count={n} little-endian"
+    check_length(f"{member}.{levels_field}", levels_bytes, 2 * n, f"2 * {how} uint16")
+    check_length(f"{member}.a", cols.a, 8 * n, f"8 * {how} uint64")
+    check_length(f"{member}.b", cols.b, 8 * n, f"8 * {how} uint64")
+    check_length(f"{member}.buckets", cols.buckets, 4 * n, f"4 * {how} uint32")
+    return (
+        np.frombuffer(levels_bytes, dtype=_U16_LE).astype(np.uint16, copy=False),
+        np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False),
+        np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False),
+        np.frombuffer(cols.buckets, dtype=U32_LE).astype(np.uint32, copy=False),
     )

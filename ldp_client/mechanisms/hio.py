@@ -49,14 +49,10 @@ from ldp_client._oracle_math import grr_like_threshold, oracle_variance
 from ldp_client._prob import quantize_probability, threshold_to_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    U32_LE,
-    U64_LE,
     RowField,
     as_array,
     as_int,
-    check_count,
     check_indices,
-    check_length,
     domain_from_proto,
     domain_to_proto,
 )
@@ -74,6 +70,8 @@ from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportE
 from ldp_client.layouts import RangeLevels
 from ldp_client.mechanisms._level_rows import (
     check_seed,
+    columns_from_proto,
+    columns_to_proto,
     level_columns,
     level_row_fields,
     pack_level_row,
@@ -456,31 +454,13 @@ class HIOSpec(MechanismSpec[HIOParams]):
     # -------------------------------------------------------------------------------- codec
 
     def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: HIOParams, columns: Any) -> None:
-        levels, a, b, y = _check_columns(columns, params, self.wire.batch)
-        n = levels.shape[0]
-        check_count("count", n)
-        msg.count = n
-        cols = msg.hio
-        cols.levels = levels.astype(_U16_LE).tobytes()
-        cols.a = a.astype(U64_LE).tobytes()
-        cols.b = b.astype(U64_LE).tobytes()
-        cols.buckets = y.astype(U32_LE).tobytes()
+        columns_to_proto(msg, self.wire.batch, "levels", _check_columns(columns, params, self.wire.batch))
 
     def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: HIOParams, n: int) -> Any:
-        import numpy as np
-
-        f, cols = self.wire.batch, msg.hio
-        check_length(f"{f}.levels", cols.levels, 2 * n, f"2 * count for count={n} little-endian uint16")
-        check_length(f"{f}.a", cols.a, 8 * n, f"8 * count for count={n} little-endian uint64")
-        check_length(f"{f}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
-        check_length(f"{f}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32")
-        levels = np.frombuffer(cols.levels, dtype=_U16_LE)
-        _check_levels(levels, params, f"{f}.levels")
-        buckets = np.frombuffer(cols.buckets, dtype=U32_LE)
-        a = np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False)
-        b = np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False)
-        _check_values(levels, a, b, buckets, params, f)
-        return levels.astype(np.uint16, copy=False), a, b, buckets.astype(np.uint32, copy=False)
+        levels, a, b, buckets = columns_from_proto(msg, self.wire.batch, "levels", n)
+        _check_levels(levels, params, f"{self.wire.batch}.levels")
+        _check_values(levels, a, b, buckets, params, self.wire.batch)
+        return levels, a, b, buckets
 
     def report_to_proto(self, msg: reports_pb2.Report, params: HIOParams, output: Any) -> None:
         level, a, b, y = _report_value("report", output, params)

@@ -11,18 +11,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar
 from ldp_client._prob import PROB_ONE
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    U32_LE,
-    U64_LE,
     RowField,
     as_array,
     as_int,
-    check_count,
     check_indices,
-    check_length,
 )
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms._level_rows import (
     check_seed,
+    columns_from_proto,
+    columns_to_proto,
     level_columns,
     level_row_fields,
     pack_level_row,
@@ -30,7 +28,6 @@ from ldp_client.mechanisms._level_rows import (
 )
 from ldp_client.mechanisms.pem.core import (
     _FIELDS,
-    _U16_LE,
     PEMEncoder,
     PEMParams,
     PEMReport,
@@ -280,34 +277,14 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     # -------------------------------------------------------------------------------- codec
 
     def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: PEMParams, columns: Any) -> None:
-        groups, a, b, y = _check_columns(columns, params, self.wire.batch)
-        n = groups.shape[0]
-        check_count("count", n)
-        msg.count = n
-        cols = msg.pem
-        cols.groups = groups.astype(_U16_LE).tobytes()
-        cols.a = a.astype(U64_LE).tobytes()
-        cols.b = b.astype(U64_LE).tobytes()
-        cols.buckets = y.astype(U32_LE).tobytes()
+        columns_to_proto(msg, self.wire.batch, "groups", _check_columns(columns, params, self.wire.batch))
 
     def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: PEMParams, n: int) -> Any:
-        import numpy as np
-
-        field, cols = self.wire.batch, msg.pem
-        check_length(f"{field}.groups", cols.groups, 2 * n, f"2 * count for count={n} little-endian uint16")
-        check_length(f"{field}.a", cols.a, 8 * n, f"8 * count for count={n} little-endian uint64")
-        check_length(f"{field}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
-        check_length(f"{field}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32")
-        groups = np.frombuffer(cols.groups, dtype=_U16_LE)
+        field = self.wire.batch
+        groups, a, b, buckets = columns_from_proto(msg, field, "groups", n)
         check_indices(groups, params.groups, f"{field}.groups", "a group")
-        buckets = np.frombuffer(cols.buckets, dtype=U32_LE)
         check_indices(buckets, bucket_limit(params), f"{field}.buckets", "a bucket")
-        return (
-            groups.astype(np.uint16, copy=False),
-            np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False),
-            np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False),
-            buckets.astype(np.uint32, copy=False),
-        )
+        return groups, a, b, buckets
 
     def report_to_proto(self, msg: reports_pb2.Report, params: PEMParams, output: Any) -> None:
         group, a, b, y = _report_value("report", output, params)

@@ -26,13 +26,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    U32_LE,
-    U64_LE,
     RowField,
     as_array,
     as_int,
-    check_count,
-    check_length,
     domain_from_proto,
     domain_to_proto,
 )
@@ -40,6 +36,8 @@ from ldp_client.domain import Domain, DomainLike, no_more_fields, require_domain
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms._level_rows import (
     check_seed,
+    columns_from_proto,
+    columns_to_proto,
     level_columns,
     level_row_fields,
     pack_level_row,
@@ -349,30 +347,12 @@ class SVIMSpec(MechanismSpec[SVIMParams]):
     # -------------------------------------------------------------------------------- codec
 
     def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: SVIMParams, columns: Any) -> None:
-        groups, a, b, y = _check_columns(columns, params, self.wire.batch)
-        n = groups.shape[0]
-        check_count("count", n)
-        msg.count = n
-        cols = msg.svim
-        cols.groups = groups.astype(_U16_LE).tobytes()
-        cols.a = a.astype(U64_LE).tobytes()
-        cols.b = b.astype(U64_LE).tobytes()
-        cols.buckets = y.astype(U32_LE).tobytes()
+        columns_to_proto(msg, self.wire.batch, "groups", _check_columns(columns, params, self.wire.batch))
 
     def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: SVIMParams, n: int) -> Any:
-        import numpy as np
-
-        f, cols = self.wire.batch, msg.svim
-        check_length(f"{f}.groups", cols.groups, 2 * n, f"2 * count for count={n} little-endian uint16")
-        check_length(f"{f}.a", cols.a, 8 * n, f"8 * count for count={n} little-endian uint64")
-        check_length(f"{f}.b", cols.b, 8 * n, f"8 * count for count={n} little-endian uint64")
-        check_length(f"{f}.buckets", cols.buckets, 4 * n, f"4 * count for count={n} little-endian uint32")
-        groups = np.frombuffer(cols.groups, dtype=_U16_LE)
-        a = np.frombuffer(cols.a, dtype=U64_LE).astype(np.uint64, copy=False)
-        b = np.frombuffer(cols.b, dtype=U64_LE).astype(np.uint64, copy=False)
-        y = np.frombuffer(cols.buckets, dtype=U32_LE)
-        _check_values(groups, a, b, y, params, f)
-        return groups.astype(np.uint16, copy=False), a, b, y.astype(np.uint32, copy=False)
+        groups, a, b, y = columns_from_proto(msg, self.wire.batch, "groups", n)
+        _check_values(groups, a, b, y, params, self.wire.batch)
+        return groups, a, b, y
 
     def report_to_proto(self, msg: reports_pb2.Report, params: SVIMParams, output: Any) -> None:
         group, a, b, y = _report_value("report", output, params)
