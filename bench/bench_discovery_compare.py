@@ -65,7 +65,7 @@ cfg = json.load(open(sys.argv[1]))
 words = open(cfg["words"]).read().split("\n")
 eps, L, frag, algo = cfg["epsilon"], cfg["L"], cfg["frag"], cfg["algo"]
 ident = lambda x: x
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 server_fo = CMSServer(epsilon=eps, k=128, m=1024)
 client_fo = CMSClient(epsilon=eps, hash_funcs=server_fo.get_hash_funcs(), m=1024)
 alphabet = list(cfg["alphabet"])
@@ -89,9 +89,9 @@ else:
 for w in words:
     server.aggregate(client.privatise(w + "*" * (L - len(w))))
 hh, freqs = server.find_heavy_hitters(k=cfg["k"])
-secs = time.perf_counter() - start
+secs, cpu = time.perf_counter() - start, time.process_time() - cpu
 print(json.dumps({"items": [[h.split("*")[0].split("#")[0], float(f)] for h, f in zip(hh, freqs)],
-                  "seconds": secs}))
+                  "seconds": secs, "cpu_s": cpu}))
 """
 
 
@@ -176,7 +176,7 @@ def run_pure(
     items = [
         DiscoveredItem(label=w, count=f, std_error=nan, ci_low=nan, ci_high=nan) for w, f in best.items()
     ]
-    return {"items": items, "seconds": doc["seconds"]}
+    return {"items": items, "seconds": doc["seconds"], "cpu_s": doc["cpu_s"]}
 
 
 def encode_rate(seconds: float = 2.0, rounds: int = 3) -> None:
@@ -262,9 +262,9 @@ def table(paths: list[str]) -> None:
     """The rows of ``--json`` files (or of the JSON lines a run printed) as one markdown table."""
     print(
         "| population | n | eps | implementation | top-16 precision / recall | top-32 precision / recall "
-        "| NCR 16 / 32 | count MAE / RMSE | seconds |"
+        "| NCR 16 / 32 | count MAE / RMSE | listed 16 / 32 | seconds | CPU seconds |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         text = Path(path).read_text()
         # A --json file, or the JSON lines a run prints (its log, while it runs).
@@ -276,7 +276,7 @@ def table(paths: list[str]) -> None:
         for r in rows:
             head = f"| {r['population']} | {r['n']:,} | {r['epsilon']:g} | {r['impl']} |"
             if r.get("timeout"):
-                print(f"{head} not finished | | | | > {r['seconds']:.0f} |")
+                print(f"{head} not finished | | | | | > {r['seconds']:.0f} | |")
                 continue
             cpu = f"; server CPU {r['server_cpu_s']:.1f}" if "server_cpu_s" in r else ""
             secs = (
@@ -286,10 +286,15 @@ def table(paths: list[str]) -> None:
                 else f"{r['seconds']:.1f}"
             )
             mae = f"{r['count_mae']:,.0f} / {r['count_rmse']:,.0f}" if "count_mae" in r else "-"
+            # CPU seconds (encoding and discovery, or pure-ldp's whole run): steadier than wall seconds on
+            # a shared machine; numpy and pure-ldp both run on one thread here.
+            cpu_s = r["encode_cpu_s"] + r["server_cpu_s"] if "server_cpu_s" in r else r.get("cpu_s")
+            listed = f"{r['listed_top16']:.0f} / {r['listed_top32']:.0f}" if "listed_top16" in r else "-"
             print(
                 f"{head} {r['precision_top16']:.2f} / {r['recall_top16']:.2f} | "
                 f"{r['precision_top32']:.2f} / {r['recall_top32']:.2f} | {r['ncr_top16']:.2f} / "
-                f"{r['ncr_top32']:.2f} | {mae} | {secs} |"
+                f"{r['ncr_top32']:.2f} | {mae} | {listed} | {secs} | "
+                + (f"{cpu_s:.1f} |" if cpu_s is not None else "- |")
             )
 
 

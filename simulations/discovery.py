@@ -9,9 +9,13 @@ submits every report through ``Collector.Submit`` and reads the discovered value
 
 Metrics against the truth (the users' sampled values; Wang, Li, Jha 2018 for NCR):
 
-- precision and recall of the top-K for K = 16 and 32: of the K highest-ranked discovered values, the
-  share whose true count is at least the K-th largest (precision; over the discovered ones when fewer
-  than K; tie-aware), and the share of the K most common true values discovered at all (recall);
+- precision and recall of the top-K for K = 16 and 32: the K highest-ranked discovered values whose true
+  count is at least the K-th largest (tie-aware), over K (precision at K; over the number of values users
+  hold when that is below K), and the share of the K most common true values discovered at all (recall).
+  A list shorter than K scores its empty places as misses, as in the top-K precision of Wang, Li and Jha
+  (2018) and of :mod:`simulations.itemsets`: otherwise a mechanism that lists fewer values (a duplicate, or
+  nothing above a threshold) would look more precise than one listing the same hits and further guesses.
+  ``listed_topK`` says how many distinct values a result listed among its first K;
 - NCR (normalised cumulative rank) of the top-K: the true top-K value of rank i (1-based) scores K + 1 - i
   when discovered; NCR is the sum of the scores over K (K + 1) / 2;
 - the error of the estimated counts of the discovered values that users hold: mean absolute error, RMSE,
@@ -66,7 +70,8 @@ def discovery_metrics(items: Sequence[DiscoveredItem], truth: dict[str, int]) ->
 
     A label listed twice counts once (its first place). Precision is tie-aware: a discovered value among
     the first K counts as a hit when its true count is at least the K-th largest true count (so that which
-    of equally common values make the "true top K" does not matter)."""
+    of equally common values make the "true top K" does not matter); the hits are over K (over the number
+    of values users hold when fewer), so places a result leaves empty count as misses."""
     ranked = sorted(truth, key=lambda v: (-truth[v], v))
     found = list(dict.fromkeys(it.label for it in items))
     found_set = set(found)
@@ -76,7 +81,8 @@ def discovery_metrics(items: Sequence[DiscoveredItem], truth: dict[str, int]) ->
         kth = truth[top[-1]] if top else 0
         head = found[:k]
         hits = sum(1 for v in head if truth.get(v, 0) >= kth > 0)
-        out[f"precision_top{k}"] = hits / len(head) if head else 0.0
+        out[f"precision_top{k}"] = hits / len(top) if top else 0.0
+        out[f"listed_top{k}"] = float(len(head))
         out[f"recall_top{k}"] = sum(1 for v in top if v in found_set) / len(top) if top else 0.0
         score = {v: len(top) - i for i, v in enumerate(top)}
         out[f"ncr_top{k}"] = (

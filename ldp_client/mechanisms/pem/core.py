@@ -597,10 +597,12 @@ def _label_keys(params: PEMParams, labels: tuple[str, ...]) -> Any:
     import numpy as np
 
     keys = np.empty((len(labels), params.groups), dtype=np.uint64)
-    for i, label in enumerate(labels):
-        data = value_bytes(params, label)
-        for level in range(params.groups):
-            keys[i, level] = prefix_digest(level, params.prefix_bits(level), prefix_of(params, level, data))
+    for level in range(params.groups):
+        # The encoders' own hasher (one per level, each label checked on the way): about 8x faster than
+        # prefix_digest(prefix_of(...)) per label, which made a 50,000-label population's table cost more
+        # than encoding 10^5 users.
+        digest = PrefixHasher(params, level).digest
+        keys[:, level] = np.fromiter((digest(label) for label in labels), dtype=np.uint64, count=len(labels))
     return keys
 
 
