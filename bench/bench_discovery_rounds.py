@@ -12,7 +12,12 @@ RMSE of the discovered values users hold, and the 95% intervals' coverage; avera
 Populations (simulations.string_populations): ``zipf`` = zipf-words:1.1,10000, ``hosts`` = url-hosts:100000.
 
     .venv/bin/python bench/bench_discovery_rounds.py --n 100000,1000000 --epsilon 2,4 --repeats 3
+    .venv/bin/python bench/bench_discovery_rounds.py --n 100000 --epsilon 2,4,8 --populations zipf --alphabet
     .venv/bin/python bench/bench_discovery_rounds.py --server-step --n 1000000 --epsilon 4,8
+
+``--alphabet``: both modes over the characters the population's values use (pem's ``alphabet``: fewer bits
+per character, so fewer levels or rounds; from_epsilon's defaults over an alphabet, start 2 characters,
+one character per level).
 
 ``--server-step`` times the operator's round step on a real store (``Aggregator.next_round`` on SQLite,
 raw reports retained): each round's users submitted in batches of 10,000, then the step, which reads every
@@ -120,6 +125,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--server-step", action="store_true", help="time Aggregator.next_round instead")
+    ap.add_argument("--alphabet", action="store_true", help="over the population's characters")
     args = ap.parse_args()
     if args.server_step:
         for n in (int(x) for x in args.n.split(",")):
@@ -131,10 +137,11 @@ def main() -> None:
         pop = parse_categorical_population(POPULATIONS[pop_name])
         d = pop.support_size
         words = tuple(pop.labels(d))
-        max_length = max(len(w.encode()) for w in words)
+        alphabet = "".join(sorted({c for w in words for c in w})) if args.alphabet else ""
+        max_length = max(len(w) if alphabet else len(w.encode()) for w in words)
         for n in (int(x) for x in args.n.split(",")):
             for eps in (float(e) for e in args.epsilon.split(",")):
-                params = PEMParams.from_epsilon(eps, max_length=max_length, top_k=32)
+                params = PEMParams.from_epsilon(eps, max_length=max_length, top_k=32, alphabet=alphabet)
                 for name, run in (("one round", one_round), ("adaptive", in_rounds)):
                     sums: dict[str, float] = {}
                     seconds = 0.0
@@ -155,7 +162,7 @@ def main() -> None:
                         "population": pop_name,
                         "n": n,
                         "epsilon": eps,
-                        "mode": name,
+                        "mode": name + (" (alphabet)" if alphabet else ""),
                         "levels": params.levels,
                         "oracles": oracles,
                         "seconds": seconds / args.repeats,

@@ -181,11 +181,11 @@ class PEMParams:
         check_tree_fields(self.max_length, self.start_bits, self.step_bits, self.top_k, self.symbol_bits)
         if not isinstance(self.adaptive, bool):
             raise InvalidParameterError("adaptive", self.adaptive, "a bool (rounds=adaptive or rounds=one)")
-        if self.adaptive and (self.verification_share or self.alphabet):
-            # Rounds publish byte-string prefixes and estimate from the last round's reports: neither option
-            # is defined for them yet.
+        if self.adaptive and self.verification_share:
+            # Rounds estimate the discovered values from the last round's reports (its GRR or hashing
+            # oracle); a verification group is not defined for them.
             raise InvalidParameterError(
-                "rounds", "adaptive", "one round with verification_share or alphabet (adaptive takes neither)"
+                "rounds", "adaptive", "one round with verification_share (adaptive rounds take none)"
             )
         object.__setattr__(self, "truth_threshold", truth_threshold(self.g, self.truth_probability))
         v = quantize_probability("verification_share", self.verification_share, hi=MAX_VERIFICATION_SHARE)

@@ -147,10 +147,10 @@ def round_plan(params: PEMParams, round_: int, kept: Sequence[tuple[int, int]]) 
         raise InvalidParameterError("kept", (), f"the prefixes published after round {round_ - 1}")
     parents = [Prefix(*p) for p in kept] if round_ else []
     if round_:
-        bits = params.prefix_bits(round_ - 1)
+        bits, sym = params.prefix_bits(round_ - 1), params.symbol_bits
         for i, parent in enumerate(parents):
             if not (1 <= parent.length <= params.max_length and 0 <= parent.bits < 1 << bits) or (
-                8 * parent.length < bits and parent.bits & ((1 << (bits - 8 * parent.length)) - 1)
+                sym * parent.length < bits and parent.bits & ((1 << (bits - sym * parent.length)) - 1)
             ):
                 raise InvalidParameterError(
                     f"discovery_rounds[{round_ - 1}].kept[{i}]",

@@ -245,3 +245,42 @@ def test_estimates_over_rounds_are_calibrated_over_seeded_repeats(eps: float) ->
     assert 0.85 <= sq_err / var <= 1.15, sq_err / var
     lo, hi = stats.binom.ppf([5e-5, 1 - 5e-5], cells, 0.95) / cells
     assert lo <= covered / cells <= hi, covered / cells
+
+
+def test_rounds_take_a_declared_alphabet_but_no_verification_group() -> None:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    p = PEMParams.from_epsilon(8.0, adaptive=True, max_length=4, top_k=5, alphabet=letters)
+    assert p.adaptive and p.symbol_bits == 5 and p.levels < _params(8.0).levels
+    with pytest.raises(InvalidParameterError, match=r"rounds.*verification_share"):
+        PEMParams.from_epsilon(8.0, adaptive=True, max_length=4, verification_share=0.2)
+
+
+def test_a_round_over_an_alphabet_extends_by_its_characters_and_encodes_a_device_there(
+    seeded_source: None,
+) -> None:
+    """Round 1 over "a".."z" (5-bit symbols, 2 letters first, one more per round): the candidates are the
+    published 2-letter prefixes extended by one letter (or ended), a device's symbol is its prefix's index,
+    and a published prefix with bits set past its length in symbols (5 bits each, not 8) is refused."""
+    from ldp_client.mechanisms.pem.core import value_bytes
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    p = PEMParams.from_epsilon(8.0, adaptive=True, max_length=4, top_k=5, alphabet=letters)
+    first = round_plan(p, 0, ())
+    ki = prefix_of(p, 0, value_bytes(p, "kiwi"))
+    pl = prefix_of(p, 0, value_bytes(p, "plum"))
+    assert ki in first.index and pl in first.index
+    plan = round_plan(p, 1, [tuple(ki), tuple(pl)])
+    assert plan.grr
+    # Each parent of 4 letters extended by one of the 26 letters (no other digit), plus nothing else.
+    assert len(plan.candidates) == 2 * 26
+    kiw = prefix_of(p, 1, value_bytes(p, "kiwi"))
+    assert kiw in plan.index
+    encode = GRRRoundEncoder(plan).encode
+    n = 20_000
+    out = np.bincount([encode("kiwi").bucket for _ in range(n)], minlength=plan.symbols)
+    assert stats.chisquare(out, _law(plan, plan.index[kiw], n)).pvalue > 1e-4
+    # Level 0 holds 2 symbols (10 bits): a 1-letter prefix must have its second symbol zero. Bit 2 set is
+    # refused (a check in bytes would look at the low 10 - 8 = 2 bits only and let it through).
+    with pytest.raises(InvalidParameterError, match=r"discovery_rounds\[0\]\.kept\[0\]"):
+        round_plan(p, 1, [(1, (10 << 5) | 4)])
+    round_plan(p, 1, [(1, 10 << 5)])  # "k" alone: its second symbol zero
