@@ -32,6 +32,7 @@ __all__ = [
     "PrefixHasher",
     "PrefixTree",
     "group_of",
+    "label_digests",
     "level_candidates",
     "prefix_digest",
     "prefix_of",
@@ -590,20 +591,45 @@ def _valid_digits(candidates: list[Prefix], s: int, lo: int, sym: int, size: int
     return tuple(out)
 
 
+def label_digests(tree: PrefixTree, labels: Sequence[str], levels: int, person: bytes = _PERSON) -> Any:
+    """(n_labels, levels) uint64: :func:`prefix_digest` of each label's prefix at levels 0..levels - 1
+    (simulation tables). Each label is checked and packed once (over an alphabet in C, as
+    :class:`PrefixHasher` does) and hashed from its packed bits at every level: about 3x faster than a
+    :class:`PrefixHasher` per level, which checks and packs the value again for every digest."""
+    import numpy as np
+
+    sym = symbol_bits(tree)
+    alphabet = tree_alphabet(tree)
+    allowed, _, written, base_c = _digit_table(alphabet) if alphabet else (frozenset(), {}, {}, 0)
+    top = tree.max_length
+    packed: list[tuple[int, int]] = []
+    for label in labels:
+        if alphabet and type(label) is str and 0 < len(label) <= top and allowed.issuperset(label):
+            n, bits = len(label), int(label.translate(written), base_c)
+        else:
+            data = value_bytes(tree, label)  # raises DomainError for a label the tree cannot take
+            n, bits = len(data), _pack(data, sym)
+        packed.append((n, bits << (sym * (top - n))))
+    keys = np.empty((len(labels), levels), dtype=np.uint64)
+    hasher = _blake2b(digest_size=8, person=person)
+    for level in range(levels):
+        s_bits = tree.prefix_bits(level)
+        shift, nbytes = sym * top - s_bits, (s_bits + 7) >> 3
+        heads = [level.to_bytes(2, "big") + bytes((n,)) for n in range(top + 1)]
+        column = []
+        for n, bits in packed:
+            h = hasher.copy()
+            h.update(heads[n] + (bits >> shift).to_bytes(nbytes, "big"))
+            column.append(_from_bytes(h.digest(), "little"))
+        keys[:, level] = column
+    return keys
+
+
 @functools.lru_cache(maxsize=8)
 def _label_keys(params: PEMParams, labels: tuple[str, ...]) -> Any:
     """(n_labels, groups) uint64 digests of each label's prefix at each level, and of the whole label at
     the verification level (simulation)."""
-    import numpy as np
-
-    keys = np.empty((len(labels), params.groups), dtype=np.uint64)
-    for level in range(params.groups):
-        # The encoders' own hasher (one per level, each label checked on the way): about 8x faster than
-        # prefix_digest(prefix_of(...)) per label, which made a 50,000-label population's table cost more
-        # than encoding 10^5 users.
-        digest = PrefixHasher(params, level).digest
-        keys[:, level] = np.fromiter((digest(label) for label in labels), dtype=np.uint64, count=len(labels))
-    return keys
+    return label_digests(params, labels, params.groups)
 
 
 # Reports x candidates per block of the support evaluation: 512 KiB of uint64 temporaries stay in cache

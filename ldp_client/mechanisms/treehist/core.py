@@ -23,6 +23,7 @@ from ldp_client.mechanisms.pem.core import (
     PrefixHasher,
     check_tree_fields,
     default_start_bits,
+    label_digests,
     make_tree_params,
     prefix_digest,
     tree_levels,
@@ -361,12 +362,7 @@ def _label_digests(params: TreeHistParams, labels: tuple[str, ...]) -> Any:
     """(n_labels, G + 1) uint64 digests of each label's prefix at each level (simulation)."""
     import numpy as np
 
-    keys = np.empty((len(labels), params.groups), dtype=np.uint64)
-    for level in range(params.groups):
-        # The encoders' hasher per level (level_digest's value, the label checked on the way), a few times
-        # faster than level_digest(prefix_of(...)) per label; the low hash_bits at a discovery level.
-        digest = PrefixHasher(params, level, _PERSON).digest
-        keys[:, level] = np.fromiter((digest(label) for label in labels), dtype=np.uint64, count=len(labels))
-        if level != params.levels:
-            keys[:, level] &= np.uint64((1 << params.hash_bits) - 1)
+    keys = label_digests(params, labels, params.groups, _PERSON)
+    # level_digest keeps the low hash_bits of a discovery level's digest, all 64 at the verification level.
+    keys[:, : params.levels] &= np.uint64((1 << params.hash_bits) - 1)
     return keys

@@ -294,3 +294,25 @@ def test_ldp_sim_runs_both_options_over_grpc(tmp_path: Path) -> None:
     assert doc["summary"]["params"]["alphabet"] == LOWER + "0123456789"
     refused = runner.invoke(sim_app, [*args, "--param", f"alphabet={LOWER}", "--mode", "report"])
     assert refused.exit_code == 2 and "alphabet" in refused.output, refused.output
+
+
+@pytest.mark.parametrize("size", [0, 2, 11, 26, 39, 256])
+def test_the_simulations_label_table_matches_the_key_at_every_level(size: int) -> None:
+    # The batch encoders' table (label_digests: each label packed once, hashed at every level) must hold
+    # the keys the devices hash (prefix_digest of prefix_of), over bytes (size 0) and over alphabets.
+    from ldp_client.mechanisms.pem.core import label_digests
+
+    alphabet = "".join(chr(0x41 + i) for i in range(size))
+    p = PEMParams(
+        max_length=5, start_bits=3, step_bits=7, top_k=4, g=4, truth_probability=0.5, alphabet=alphabet
+    )
+    rng = np.random.default_rng(size)
+    chars = list(alphabet) if alphabet else list("abcé€xyz")
+    words = sorted({"".join(rng.choice(chars, size=rng.integers(1, 6))) for _ in range(60)})
+    words = [w for w in words if len(w.encode()) <= 5 or alphabet]
+    table = label_digests(p, words, p.levels)
+    for level in range(p.levels):
+        want = [
+            prefix_digest(level, p.prefix_bits(level), prefix_of(p, level, value_bytes(p, w))) for w in words
+        ]
+        assert table[:, level].tolist() == want, level
