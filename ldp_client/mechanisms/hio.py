@@ -49,8 +49,6 @@ from ldp_client._oracle_math import grr_like_threshold, oracle_variance
 from ldp_client._prob import quantize_probability, threshold_to_probability
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    RowField,
-    as_array,
     as_int,
     check_indices,
     domain_from_proto,
@@ -69,13 +67,9 @@ from ldp_client.domain import (
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.layouts import RangeLevels
 from ldp_client.mechanisms._level_rows import (
+    LevelRowsCodec,
     check_seed,
-    columns_from_proto,
-    columns_to_proto,
     level_columns,
-    level_row_fields,
-    pack_level_row,
-    unpack_level_row,
 )
 from ldp_client.mechanisms.grr import GRREncoder, GRRParams, exact_channel
 from ldp_client.mechanisms.olh import (
@@ -313,14 +307,6 @@ def _report_value(field_name: str, report: object, params: HIOParams) -> tuple[i
     return level, a, b, y
 
 
-def _pack_row(r: HIOReport) -> bytes:
-    return pack_level_row(*r)
-
-
-def _unpack_row(row: bytes) -> HIOReport:
-    return HIOReport(*unpack_level_row(row))
-
-
 def _check_levels(levels: NDArray[Any], params: HIOParams, field_name: str) -> None:
     if levels.size and (int(levels.min()) < 1 or int(levels.max()) > params.levels):
         bad = int(levels.min()) if int(levels.min()) < 1 else int(levels.max())
@@ -348,38 +334,10 @@ def _check_values(levels: Any, a: Any, b: Any, y: Any, params: HIOParams, field_
         raise InvalidReportError(f"{field_name}.a", int(a[i]), f"0 (no seed) at GRR level {int(lv[i])}")
 
 
-def _check_columns(columns: object, params: HIOParams, field_name: str) -> tuple[Any, Any, Any, Any]:
-    import numpy as np
-
-    if not isinstance(columns, tuple) or len(columns) != 4:
-        raise InvalidReportError(
-            field_name, type(columns).__name__, "a (levels, a, b, buckets) tuple of arrays"
-        )
-    levels = as_array(f"{field_name}.levels", columns[0], "integer levels", 1)
-    a = as_array(f"{field_name}.a", columns[1], "uint64 seed words", 1)
-    b = as_array(f"{field_name}.b", columns[2], "uint64 seed words", 1)
-    y = as_array(f"{field_name}.buckets", columns[3], "integer buckets", 1)
-    n = levels.shape[0]
-    for name, arr in (("a", a), ("b", b)):
-        if arr.dtype != np.uint64 or arr.shape[0] != n:
-            raise InvalidReportError(
-                f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"uint64 of shape ({n},)"
-            )
-    for name, arr in (("levels", levels), ("buckets", y)):
-        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or arr.shape[0] != n:
-            raise InvalidReportError(
-                f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
-            )
-    _check_levels(levels, params, f"{field_name}.levels")
-    check_indices(y, 1 << 32, f"{field_name}.buckets", "a bucket")
-    _check_values(levels, a, b, y, params, field_name)
-    return levels, a, b, y
-
-
 # ------------------------------------------------------------------------------------------------- spec
 
 
-class HIOSpec(MechanismSpec[HIOParams]):
+class HIOSpec(LevelRowsCodec, MechanismSpec[HIOParams]):
     """Hierarchical intervals for every layer (:mod:`ldp_client.spec`; module docstring).
 
     Wire: ``Campaign.hio`` (``HierarchicalIntervalParams``); batch columns ``levels`` (u16), ``a``, ``b``
@@ -392,6 +350,8 @@ class HIOSpec(MechanismSpec[HIOParams]):
     params_type: ClassVar[type[Any]] = HIOParams
     kind: ClassVar[Kind] = Kind.SUPPORT
     wire: ClassVar[WireNames] = WireNames(campaign="hio", batch="hio", report="hio")
+    level_field: ClassVar[str] = "levels"
+    report_type: ClassVar[Callable[..., Any]] = HIOReport
     takes_domain: ClassVar[bool] = True
     per_device_state: ClassVar[bool] = True  # the level comes from the client secret: one client per user
     epsilon_field: ClassVar[str | None] = "truth_probability"
@@ -453,19 +413,14 @@ class HIOSpec(MechanismSpec[HIOParams]):
 
     # -------------------------------------------------------------------------------- codec
 
-    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: HIOParams, columns: Any) -> None:
-        columns_to_proto(msg, self.wire.batch, "levels", _check_columns(columns, params, self.wire.batch))
+    def report_value(self, field: str, report: object, params: HIOParams) -> tuple[int, int, int, int]:
+        return _report_value(field, report, params)
 
-    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: HIOParams, n: int) -> Any:
-        levels, a, b, buckets = columns_from_proto(msg, self.wire.batch, "levels", n)
-        _check_levels(levels, params, f"{self.wire.batch}.levels")
-        _check_values(levels, a, b, buckets, params, self.wire.batch)
-        return levels, a, b, buckets
-
-    def report_to_proto(self, msg: reports_pb2.Report, params: HIOParams, output: Any) -> None:
-        level, a, b, y = _report_value("report", output, params)
-        target = msg.hio
-        target.level, target.a, target.b, target.bucket = level, a, b, y
+    def check_level_values(self, columns: Sequence[Any], params: HIOParams, field: str) -> None:
+        levels, a, b, y = columns
+        _check_levels(levels, params, f"{field}.levels")
+        check_indices(y, 1 << 32, f"{field}.buckets", "a bucket")
+        _check_values(levels, a, b, y, params, field)
 
     def report_from_proto(self, msg: reports_pb2.Report, params: HIOParams) -> Any:
 
@@ -473,18 +428,6 @@ class HIOSpec(MechanismSpec[HIOParams]):
         if not 1 <= r.level <= params.levels:
             raise InvalidReportError("hio.level", r.level, f"a level in [1, {params.levels}]")
         return level_columns([_report_value("hio", r, params)])
-
-    def batch_from_reports(self, params: HIOParams, reports: Sequence[Any]) -> Any:
-        return level_columns([_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
-
-    def row_fields(self, params: HIOParams) -> tuple[RowField, ...]:
-        return level_row_fields(self.wire.batch, "levels")
-
-    def row_packer(self, params: HIOParams) -> Callable[[Any], bytes]:
-        return _pack_row
-
-    def row_unpacker(self, params: HIOParams) -> Callable[[bytes], Any]:
-        return _unpack_row
 
     # --------------------------------------------------------------------------- simulation
 
@@ -531,7 +474,7 @@ class HIOSpec(MechanismSpec[HIOParams]):
         support test over the level's nodes (one call per level), then the reports of each level."""
         import numpy as np
 
-        levels, a, b, y = _check_columns(columns, params, "reports")
+        levels, a, b, y = self.checked_columns(columns, params, "reports")
         parts = []
         for level, lp in enumerate(params.level_params, start=1):
             rows = levels == level

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ldp_client import _oracle_math
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    RowField,
     as_int,
     domain_from_proto,
     domain_to_proto,
@@ -20,13 +19,9 @@ from ldp_client.domain import Domain
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.layouts import MarginalTables
 from ldp_client.mechanisms._level_rows import (
+    LevelRowsCodec,
     check_seed,
-    columns_from_proto,
-    columns_to_proto,
     level_columns,
-    level_row_fields,
-    pack_level_row,
-    unpack_level_row,
 )
 from ldp_client.mechanisms.grr import GRREncoder, GRRParams, exact_channel
 from ldp_client.mechanisms.olh import (
@@ -83,14 +78,6 @@ def _report_value(field_name: str, report: object, params: CalmParams) -> tuple[
     return group, a, b, y
 
 
-def _pack_row(r: CalmReport) -> bytes:
-    return pack_level_row(*r)
-
-
-def _unpack_row(row: bytes) -> CalmReport:
-    return CalmReport(*unpack_level_row(row))
-
-
 def _check_values(groups: Any, a: Any, b: Any, y: Any, params: CalmParams, field_name: str) -> None:
     """Groups in [1, m], each bucket below its group's bound, no seed in a GRR group (vectorised)."""
     import numpy as np
@@ -115,35 +102,10 @@ def _check_values(groups: Any, a: Any, b: Any, y: Any, params: CalmParams, field
         raise InvalidReportError(f"{field_name}.a", int(a[i]), f"0 (no seed) in GRR group {int(g[i])}")
 
 
-def _check_columns(columns: object, params: CalmParams, field_name: str) -> tuple[Any, Any, Any, Any]:
-    import numpy as np
-
-    if not isinstance(columns, tuple) or len(columns) != 4:
-        raise InvalidReportError(
-            field_name, type(columns).__name__, "a (groups, a, b, buckets) tuple of arrays"
-        )
-    groups, a, b, y = (np.asarray(c) for c in columns)
-    n = groups.shape[0] if groups.ndim == 1 else -1
-    for name, arr in (("a", a), ("b", b)):
-        if arr.dtype != np.uint64 or arr.shape != (n,):
-            raise InvalidReportError(
-                f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"uint64 of shape ({n},)"
-            )
-    for name, arr in (("groups", groups), ("buckets", y)):
-        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or arr.shape != (n,):
-            raise InvalidReportError(
-                f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
-            )
-    if y.size and int(y.min()) < 0:
-        raise InvalidReportError(f"{field_name}.buckets", int(y.min()), "non-negative buckets")
-    _check_values(groups, a, b, y, params, field_name)
-    return groups, a, b, y
-
-
 # ------------------------------------------------------------------------------------------------- spec
 
 
-class CalmSpec(MechanismSpec[CalmParams]):
+class CalmSpec(LevelRowsCodec, MechanismSpec[CalmParams]):
     """CALM for every layer (:mod:`ldp_client.spec`; module docstring).
 
     Wire: ``Campaign.calm`` (``CalmParams``); batch columns ``groups`` (u16), ``a``, ``b`` (u64),
@@ -156,6 +118,8 @@ class CalmSpec(MechanismSpec[CalmParams]):
     params_type: ClassVar[type[Any]] = CalmParams
     kind: ClassVar[Kind] = Kind.SUPPORT
     wire: ClassVar[WireNames] = WireNames(campaign="calm", batch="calm", report="calm")
+    level_field: ClassVar[str] = "groups"
+    report_type: ClassVar[Callable[..., Any]] = CalmReport
     takes_domain: ClassVar[bool] = False
     per_device_state: ClassVar[bool] = True  # the group comes from the client secret: one client per user
     epsilon_field: ClassVar[str | None] = "truth_probability"
@@ -215,33 +179,17 @@ class CalmSpec(MechanismSpec[CalmParams]):
 
     # -------------------------------------------------------------------------------- codec
 
-    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: CalmParams, columns: Any) -> None:
-        columns_to_proto(msg, self.wire.batch, "groups", _check_columns(columns, params, self.wire.batch))
+    def report_value(self, field: str, report: object, params: CalmParams) -> tuple[int, int, int, int]:
+        return _report_value(field, report, params)
 
-    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: CalmParams, n: int) -> Any:
-        groups, a, b, buckets = columns_from_proto(msg, self.wire.batch, "groups", n)
-        _check_values(groups, a, b, buckets, params, self.wire.batch)
-        return groups, a, b, buckets
-
-    def report_to_proto(self, msg: reports_pb2.Report, params: CalmParams, output: Any) -> None:
-        group, a, b, y = _report_value("report", output, params)
-        target = msg.calm
-        target.group, target.a, target.b, target.bucket = group, a, b, y
+    def check_level_values(self, columns: Sequence[Any], params: CalmParams, field: str) -> None:
+        groups, a, b, y = columns
+        if y.size and int(y.min()) < 0:
+            raise InvalidReportError(f"{field}.buckets", int(y.min()), "non-negative buckets")
+        _check_values(groups, a, b, y, params, field)
 
     def report_from_proto(self, msg: reports_pb2.Report, params: CalmParams) -> Any:
         return level_columns([_report_value("calm", msg.calm, params)])
-
-    def batch_from_reports(self, params: CalmParams, reports: Sequence[Any]) -> Any:
-        return level_columns([_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
-
-    def row_fields(self, params: CalmParams) -> tuple[RowField, ...]:
-        return level_row_fields(self.wire.batch, "groups")
-
-    def row_packer(self, params: CalmParams) -> Callable[[Any], bytes]:
-        return _pack_row
-
-    def row_unpacker(self, params: CalmParams) -> Callable[[bytes], Any]:
-        return _unpack_row
 
     # --------------------------------------------------------------------------- simulation
 
@@ -291,7 +239,7 @@ class CalmSpec(MechanismSpec[CalmParams]):
         support test over the marginal's cells, then the reports of each group."""
         import numpy as np
 
-        groups, a, b, y = _check_columns(columns, params, "reports")
+        groups, a, b, y = self.checked_columns(columns, params, "reports")
         parts = []
         for i, lp in enumerate(params.group_params):
             rows = groups == i + 1

@@ -11,20 +11,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar
 from ldp_client._prob import PROB_ONE
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    RowField,
-    as_array,
     as_int,
     check_indices,
 )
 from ldp_client.errors import DomainError, InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms._level_rows import (
+    LevelRowsCodec,
     check_seed,
-    columns_from_proto,
-    columns_to_proto,
     level_columns,
-    level_row_fields,
-    pack_level_row,
-    unpack_level_row,
 )
 from ldp_client.mechanisms.pem.core import (
     _FIELDS,
@@ -86,35 +80,10 @@ def _report_value(field: str, report: object, params: PEMParams) -> tuple[int, i
     return group, a, b, y
 
 
-def _pack_row(r: PEMReport) -> bytes:
-    return pack_level_row(*r)
-
-
-def _unpack_row(row: bytes) -> PEMReport:
-    return PEMReport(*unpack_level_row(row))
-
-
-def _check_columns(columns: object, params: PEMParams, field: str) -> tuple[Any, Any, Any, Any]:
-    import numpy as np
-
-    if not isinstance(columns, tuple) or len(columns) != 4:
-        raise InvalidReportError(field, type(columns).__name__, "a (groups, a, b, buckets) tuple of arrays")
-    groups = as_array(f"{field}.groups", columns[0], "integer levels", 1)
-    a = as_array(f"{field}.a", columns[1], "uint64 seed words", 1)
-    b = as_array(f"{field}.b", columns[2], "uint64 seed words", 1)
-    y = as_array(f"{field}.buckets", columns[3], "integer buckets", 1)
-    n = groups.shape[0]
-    for name, arr in (("a", a), ("b", b)):
-        if arr.dtype != np.uint64 or arr.shape[0] != n:
-            raise InvalidReportError(f"{field}.{name}", f"{arr.dtype}{arr.shape}", f"uint64 of shape ({n},)")
-    for name, arr in (("groups", groups), ("buckets", y)):
-        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or arr.shape[0] != n:
-            raise InvalidReportError(
-                f"{field}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
-            )
+def _check_values(columns: Sequence[Any], params: PEMParams, field: str) -> None:
+    groups, _a, _b, y = columns
     check_indices(groups, params.groups, f"{field}.groups", "a group")
     check_indices(y, bucket_limit(params), f"{field}.buckets", "a bucket")
-    return groups, a, b, y
 
 
 # ------------------------------------------------------------------------------------------------- spec
@@ -228,7 +197,7 @@ class PrefixTreeSpec(MechanismSpec[TP]):
         return self.inputs(params)[index]
 
 
-class PEMSpec(PrefixTreeSpec[PEMParams]):
+class PEMSpec(LevelRowsCodec, PrefixTreeSpec[PEMParams]):
     """Prefix extension for every layer (:mod:`ldp_client.spec`; module docstring).
 
     Wire: ``Campaign.pem`` (``PrefixExtensionParams``); batch columns ``groups`` (u16), ``a``, ``b`` (u64),
@@ -240,6 +209,8 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     name: ClassVar[str] = PEMParams.name
     params_type: ClassVar[type[Any]] = PEMParams
     wire: ClassVar[WireNames] = WireNames(campaign="pem", batch="pem", report="pem")
+    level_field: ClassVar[str] = "groups"
+    report_type: ClassVar[Callable[..., Any]] = PEMReport
     param_fields: ClassVar[tuple[str, ...]] = (
         *_FIELDS,
         "truth_probability",
@@ -276,20 +247,11 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
 
     # -------------------------------------------------------------------------------- codec
 
-    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: PEMParams, columns: Any) -> None:
-        columns_to_proto(msg, self.wire.batch, "groups", _check_columns(columns, params, self.wire.batch))
+    def report_value(self, field: str, report: object, params: PEMParams) -> tuple[int, int, int, int]:
+        return _report_value(field, report, params)
 
-    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: PEMParams, n: int) -> Any:
-        field = self.wire.batch
-        groups, a, b, buckets = columns_from_proto(msg, field, "groups", n)
-        check_indices(groups, params.groups, f"{field}.groups", "a group")
-        check_indices(buckets, bucket_limit(params), f"{field}.buckets", "a bucket")
-        return groups, a, b, buckets
-
-    def report_to_proto(self, msg: reports_pb2.Report, params: PEMParams, output: Any) -> None:
-        group, a, b, y = _report_value("report", output, params)
-        target = msg.pem
-        target.group, target.a, target.b, target.bucket = group, a, b, y
+    def check_level_values(self, columns: Sequence[Any], params: PEMParams, field: str) -> None:
+        _check_values(columns, params, field)
 
     def report_from_proto(self, msg: reports_pb2.Report, params: PEMParams) -> Any:
 
@@ -299,18 +261,6 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         if r.bucket >= bucket_limit(params):
             raise InvalidReportError("pem.bucket", r.bucket, f"a bucket in [0, {bucket_limit(params) - 1}]")
         return level_columns([(r.group, r.a, r.b, r.bucket)])
-
-    def batch_from_reports(self, params: PEMParams, reports: Sequence[Any]) -> Any:
-        return level_columns([_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
-
-    def row_fields(self, params: PEMParams) -> tuple[RowField, ...]:
-        return level_row_fields(self.wire.batch, "groups")
-
-    def row_packer(self, params: PEMParams) -> Callable[[Any], bytes]:
-        return _pack_row
-
-    def row_unpacker(self, params: PEMParams) -> Callable[[bytes], Any]:
-        return _unpack_row
 
     # --------------------------------------------------------------------------- simulation
 
@@ -355,7 +305,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
         return Layout.counts(params.groups)
 
     def layout_batch(self, params: PEMParams, columns: Any) -> Any:
-        groups, _a, _b, _y = _check_columns(columns, params, "reports")
+        groups, _a, _b, _y = self.checked_columns(columns, params, "reports")
         return groups.astype("int64")
 
     def discovery_levels(self, params: PEMParams) -> int:
@@ -390,7 +340,7 @@ class PEMSpec(PrefixTreeSpec[PEMParams]):
     ) -> Support:
         import numpy as np
 
-        groups, a, b, y = _check_columns(columns, params, "reports")
+        groups, a, b, y = self.checked_columns(columns, params, "reports")
         mine = groups == level
         s = params.prefix_bits(level)
         keys = np.array([prefix_digest(level, s, Prefix(*c)) for c in candidates], dtype=np.uint64)  # type: ignore[misc]

@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_client._proto.ldp.v1 import campaign_pb2
 from ldp_client.codecs import (
-    RowField,
-    as_array,
     as_int,
     domain_from_proto,
     domain_to_proto,
@@ -35,13 +33,9 @@ from ldp_client.codecs import (
 from ldp_client.domain import Domain, DomainLike, no_more_fields, require_domain, take_field
 from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms._level_rows import (
+    LevelRowsCodec,
     check_seed,
-    columns_from_proto,
-    columns_to_proto,
     level_columns,
-    level_row_fields,
-    pack_level_row,
-    unpack_level_row,
 )
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.grr import GRRParams, exact_channel
@@ -198,42 +192,6 @@ def _check_values(groups: Any, a: Any, b: Any, y: Any, params: SVIMParams, field
         raise InvalidReportError(f"{field_name}.a", int(a[i]), f"0 (no seed) in group {int(g[i])}")
 
 
-def _check_columns(columns: object, params: SVIMParams, field_name: str) -> tuple[Any, Any, Any, Any]:
-    import numpy as np
-
-    if not isinstance(columns, tuple) or len(columns) != 4:
-        raise InvalidReportError(
-            field_name, type(columns).__name__, "a (groups, a, b, buckets) tuple of arrays"
-        )
-    groups = as_array(f"{field_name}.groups", columns[0], "integer groups", 1)
-    a = as_array(f"{field_name}.a", columns[1], "uint64 seed words", 1)
-    b = as_array(f"{field_name}.b", columns[2], "uint64 seed words", 1)
-    y = as_array(f"{field_name}.buckets", columns[3], "integer buckets", 1)
-    n = groups.shape[0]
-    for name, arr in (("a", a), ("b", b)):
-        if arr.dtype != np.uint64 or arr.shape[0] != n:
-            raise InvalidReportError(
-                f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"uint64 of shape ({n},)"
-            )
-    for name, arr in (("groups", groups), ("buckets", y)):
-        if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or arr.shape[0] != n:
-            raise InvalidReportError(
-                f"{field_name}.{name}", f"{arr.dtype}{arr.shape}", f"integers of shape ({n},)"
-            )
-    if y.size and int(y.min()) < 0:
-        raise InvalidReportError(f"{field_name}.buckets", int(y.min()), "non-negative buckets")
-    _check_values(groups, a, b, y, params, field_name)
-    return groups, a, b, y
-
-
-def _pack_row(r: SVIMReport) -> bytes:
-    return pack_level_row(*r)
-
-
-def _unpack_row(row: bytes) -> SVIMReport:
-    return SVIMReport(*unpack_level_row(row))
-
-
 def _slot_weights(params: SVIMParams, value: Any) -> tuple[int, list[tuple[int, Fraction]]]:
     """(size, [(padded element, probability)]) of a user's set: PSFO's sampled element exactly."""
     elements = params.elements(SVIMEncoder(params, group=PS_GROUP).items_of(value))
@@ -243,13 +201,15 @@ def _slot_weights(params: SVIMParams, value: Any) -> tuple[int, list[tuple[int, 
     return k, picks
 
 
-class SVIMSpec(MechanismSpec[SVIMParams]):
+class SVIMSpec(LevelRowsCodec, MechanismSpec[SVIMParams]):
     """SVIM, one stage per campaign (module docstrings of this module and :mod:`.core`)."""
 
     name: ClassVar[str] = SVIMParams.name
     params_type: ClassVar[type[Any]] = SVIMParams
     kind: ClassVar[Kind] = Kind.SUPPORT
     wire: ClassVar[WireNames] = WireNames(campaign="svim", batch="svim", report="svim")
+    level_field: ClassVar[str] = "groups"
+    report_type: ClassVar[Callable[..., Any]] = SVIMReport
     takes_domain: ClassVar[bool] = True
     per_device_state: ClassVar[bool] = True
     reports_per_device: ClassVar[int | None] = 1  # user-level epsilon: one report per device, to one stage
@@ -346,33 +306,17 @@ class SVIMSpec(MechanismSpec[SVIMParams]):
 
     # -------------------------------------------------------------------------------- codec
 
-    def batch_to_proto(self, msg: reports_pb2.ReportBatch, params: SVIMParams, columns: Any) -> None:
-        columns_to_proto(msg, self.wire.batch, "groups", _check_columns(columns, params, self.wire.batch))
+    def report_value(self, field: str, report: object, params: SVIMParams) -> tuple[int, int, int, int]:
+        return _report_value(field, report, params)
 
-    def batch_from_proto(self, msg: reports_pb2.ReportBatch, params: SVIMParams, n: int) -> Any:
-        groups, a, b, y = columns_from_proto(msg, self.wire.batch, "groups", n)
-        _check_values(groups, a, b, y, params, self.wire.batch)
-        return groups, a, b, y
-
-    def report_to_proto(self, msg: reports_pb2.Report, params: SVIMParams, output: Any) -> None:
-        group, a, b, y = _report_value("report", output, params)
-        target = msg.svim
-        target.group, target.a, target.b, target.bucket = group, a, b, y
+    def check_level_values(self, columns: Sequence[Any], params: SVIMParams, field: str) -> None:
+        groups, a, b, y = columns
+        if y.size and int(y.min()) < 0:
+            raise InvalidReportError(f"{field}.buckets", int(y.min()), "non-negative buckets")
+        _check_values(groups, a, b, y, params, field)
 
     def report_from_proto(self, msg: reports_pb2.Report, params: SVIMParams) -> Any:
         return level_columns([_report_value("svim", msg.svim, params)])
-
-    def batch_from_reports(self, params: SVIMParams, reports: Sequence[Any]) -> Any:
-        return level_columns([_report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
-
-    def row_fields(self, params: SVIMParams) -> tuple[RowField, ...]:
-        return level_row_fields(self.wire.batch, "groups")
-
-    def row_packer(self, params: SVIMParams) -> Callable[[Any], bytes]:
-        return _pack_row
-
-    def row_unpacker(self, params: SVIMParams) -> Callable[[bytes], Any]:
-        return _unpack_row
 
     # --------------------------------------------------------------------------- simulation
 
@@ -407,7 +351,7 @@ class SVIMSpec(MechanismSpec[SVIMParams]):
         support test over the m values only, never the dummies), the size group's sizes, the group counts."""
         import numpy as np
 
-        groups, a, b, y = _check_columns(columns, params, "reports")
+        groups, a, b, y = self.checked_columns(columns, params, "reports")
         ps = groups == PS_GROUP
         m = params.values
         if isinstance(params.inner, GRRParams):
