@@ -1,6 +1,6 @@
 # `make demo`: set everything up and run the main job (`make demo KEEP_WEB=1`: its web view stays up after,
 # until Ctrl-C). `make demo-cluster`: the same on two replicas on PostgreSQL, one killed midway, and the
-# report archive on Dask. `make test`: set up, run ruff, mypy, pytest.
+# report archive on Dask. `make test`: set up, run ruff, mypy, pytest (on PYTEST_WORKERS workers, below).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -18,8 +18,15 @@ from tests.ldp_aggregator.conftest import _pg_unavailable
 def _squat(port: int) -> socket.socket:
     """A listening socket on ``port``, as another program's server (PostgreSQL cannot bind it then)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", port))
-    s.listen()
+    try:
+        # SO_REUSEADDR: a port just left by a stopped server still has connections in TIME_WAIT. Listening,
+        # the socket still keeps PostgreSQL (which binds with SO_REUSEADDR too) off the port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    except BaseException:
+        s.close()
+        raise
     return s
 
 
