@@ -36,6 +36,8 @@ __all__ = ["INSTALL_HINT", "PgCluster", "bindir", "missing_reason"]
 #: How a newcomer gets the binaries (Debian, Ubuntu).
 INSTALL_HINT: Final = "install Debian's `postgresql` package (sudo apt-get install postgresql)"
 _UNPRIVILEGED: Final = "postgres"
+#: Ports tried by a cluster's first start (see :meth:`PgCluster.start`).
+_PORT_TRIES: Final = 3
 
 
 def bindir() -> Path | None:
@@ -103,6 +105,7 @@ class PgCluster:
         self.data = self.dir / "data"
         self.log = self.dir / "server.log"
         self._as_root = os.geteuid() == 0
+        self._started = False
         self.settings = {
             "listen_addresses": "127.0.0.1",
             "port": str(self.port),
@@ -163,9 +166,35 @@ class PgCluster:
         return f"postgresql://postgres:{quote(self.password)}@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
+        """Start the server. Its port was free when the cluster was made, but another program (a parallel
+        test worker's server, say) may have bound it during initdb: then, on the first start only (later ones
+        keep the port their clients know), once more on a new free port."""
+        for attempt in range(_PORT_TRIES):
+            log_size = self.log.stat().st_size if self.log.exists() else 0
+            try:
+                self._pg_ctl_start()
+                self._started = True
+                return
+            except RuntimeError:
+                if self._started or attempt == _PORT_TRIES - 1 or not self._port_was_taken(log_size):
+                    raise
+                self.port = _free_port()
+                self.settings["port"] = str(self.port)
+
+    def _pg_ctl_start(self) -> None:
         options = " ".join(f"-c {k}={v}" for k, v in self.settings.items())
         data, log = str(self.data), str(self.log)
         self._run("pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "-t", "60", "start")
+
+    def _port_was_taken(self, log_from: int) -> bool:
+        """The server's log since ``log_from`` says its TCP port was in use."""
+        try:
+            with self.log.open("rb") as f:
+                f.seek(log_from)
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return False
+        return "could not bind" in text and "Address already in use" in text
 
     def stop(self, mode: str = "fast") -> None:
         """``pg_ctl stop -m MODE``: ``fast`` (clean) or ``immediate`` (as a crash: recovery at next start)."""

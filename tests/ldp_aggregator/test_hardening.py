@@ -358,14 +358,19 @@ def test_a_flood_of_silent_sockets_does_not_lock_out_new_clients(tmp_path: Path)
     config = tmp_path / "ldp.toml"
     config.write_text("[connections]\nhandshake_timeout_s = 1\n")
 
-    def limit() -> None:  # the server's soft limit starts below its hard limit: serve raises it
-        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 256))
-
+    serve = [sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(tmp_path / "db.sqlite3"),
+             "--listen", "127.0.0.1:0", "--config", str(config)]  # fmt: skip
+    # The server's soft limit starts below its hard limit (serve raises it). Set by a small interpreter
+    # that then execs serve, not by a preexec_fn: that runs Python in the forked copy of this process,
+    # whose gRPC (busy in other threads after earlier tests, e.g. on a pytest-xdist worker) may then
+    # abort the child before its exec ("epoll_wait error: Bad file descriptor").
+    limit_then_exec = (
+        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (200, 256));"
+        " os.execv(sys.argv[1], sys.argv[1:])"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ldp_aggregator", "serve", "--db", str(tmp_path / "db.sqlite3"),
-         "--listen", "127.0.0.1:0", "--config", str(config)],
+        [sys.executable, "-c", limit_then_exec, *serve],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=limit,  # noqa: PLW1509 (runs before exec; the child is a fresh interpreter)
     )  # fmt: skip
     silent: list[socket.socket] = []
     try:
