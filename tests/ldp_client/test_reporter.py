@@ -941,5 +941,9 @@ def test_an_app_with_a_wrong_role_token_exits_non_zero(make_server: Any, tmp_pat
     )
     assert proc.returncode != 0
     assert "the app finished" not in proc.stdout
-    assert "PERMISSION_DENIED" in proc.stderr and "lost 2000" in proc.stderr
+    assert "PERMISSION_DENIED" in proc.stderr
+    # Usually the loop ends before the refusal arrives and close() says all 2000 values were lost; on a
+    # loaded machine the refusal can come first, and report() raises AccessDeniedError mid-loop (the values
+    # accepted until then are the ones said lost). Either way the app fails loudly.
+    assert "lost 2000" in proc.stderr or ", in report\n" in proc.stderr, proc.stderr
     assert server.servicer.get_attempts == 1
