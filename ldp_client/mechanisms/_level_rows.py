@@ -204,6 +204,10 @@ class LevelRowsCodec:
         for name, value in zip(names, self.report_value("report", output, params), strict=True):
             setattr(target, name, value)
 
+    def report_from_proto(self, msg: reports_pb2.Report, params: Any) -> Any:
+        member = self.wire.report
+        return level_columns([self.report_value(member, getattr(msg, member), params)])
+
     def batch_from_reports(self, params: Any, reports: Sequence[Any]) -> Any:
         return level_columns([self.report_value(f"reports[{i}]", r, params) for i, r in enumerate(reports)])
 

@@ -21,7 +21,6 @@ from ldp_client.layouts import MarginalTables
 from ldp_client.mechanisms._level_rows import (
     LevelRowsCodec,
     check_seed,
-    level_columns,
 )
 from ldp_client.mechanisms.grr import GRREncoder, GRRParams, exact_channel
 from ldp_client.mechanisms.olh import (
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from ldp_client._proto.ldp.v1 import reports_pb2
 
 from ldp_client.mechanisms.calm.core import (
     MAX_ATTRIBUTES,
@@ -187,9 +185,6 @@ class CalmSpec(LevelRowsCodec, MechanismSpec[CalmParams]):
         if y.size and int(y.min()) < 0:
             raise InvalidReportError(f"{field}.buckets", int(y.min()), "non-negative buckets")
         _check_values(groups, a, b, y, params, field)
-
-    def report_from_proto(self, msg: reports_pb2.Report, params: CalmParams) -> Any:
-        return level_columns([_report_value("calm", msg.calm, params)])
 
     # --------------------------------------------------------------------------- simulation
 

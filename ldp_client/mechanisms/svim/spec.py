@@ -35,7 +35,6 @@ from ldp_client.errors import InvalidParameterError, InvalidReportError
 from ldp_client.mechanisms._level_rows import (
     LevelRowsCodec,
     check_seed,
-    level_columns,
 )
 from ldp_client.mechanisms.grr import SPEC as GRR_SPEC
 from ldp_client.mechanisms.grr import GRRParams, exact_channel
@@ -61,7 +60,6 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from ldp_client._proto.ldp.v1 import reports_pb2
 
 __all__ = ["SPEC", "SVIMSpec", "format_candidates", "parse_candidates"]
 
@@ -314,9 +312,6 @@ class SVIMSpec(LevelRowsCodec, MechanismSpec[SVIMParams]):
         if y.size and int(y.min()) < 0:
             raise InvalidReportError(f"{field}.buckets", int(y.min()), "non-negative buckets")
         _check_values(groups, a, b, y, params, field)
-
-    def report_from_proto(self, msg: reports_pb2.Report, params: SVIMParams) -> Any:
-        return level_columns([_report_value("svim", msg.svim, params)])
 
     # --------------------------------------------------------------------------- simulation
 
